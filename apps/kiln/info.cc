@@ -1,0 +1,33 @@
+// `kiln info`: version, devices, CPU features, oneDNN version.
+#include <dnnl.hpp>
+
+#include <iostream>
+
+#include "apps/kiln/commands.h"
+#include "kiln/backend/cpu/cpu_features.h"
+#include "kiln/runtime/backend.h"
+
+namespace kiln::cli {
+
+void add_info(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Print the version, devices and CPU features");
+  cmd->callback([] {
+    std::cout << "kiln " << KILN_VERSION << "\n";
+    std::cout << "devices:\n";
+    for (DeviceKind k : {DeviceKind::cpu, DeviceKind::cuda}) {
+      Backend* b = find_backend(k);
+      if (!b) continue;
+      for (int i = 0; i < b->device_count(); ++i) std::cout << "  " << b->describe(i) << "\n";
+    }
+    cpu::CpuFeatures f = cpu::cpu_features();
+    auto yn = [](bool b) { return b ? "yes" : "no"; };
+    std::cout << "cpu features: avx2=" << yn(f.avx2) << " avx512f=" << yn(f.avx512f)
+              << " avx512_bf16=" << yn(f.avx512_bf16) << " amx_bf16=" << yn(f.amx_bf16)
+              << " amx_tile=" << yn(f.amx_tile) << "\n";
+    const dnnl_version_t* v = dnnl_version();
+    std::cout << "oneDNN " << v->major << "." << v->minor << "." << v->patch
+              << " (cpu isa: " << cpu::onednn_isa() << ")\n";
+  });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,25 @@
+// The kiln command line. Each subcommand lives in its own file and adds
+// itself to the app; errors become one line on stderr and exit code 1.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "apps/kiln/commands.h"
+#include "kiln/base/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: train transformer language models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
+  kiln::cli::add_info(app);
+  kiln::cli::add_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,151 @@
+#include "kiln/autograd/grad.h"
+
+#include <unordered_map>
+
+#include "kiln/base/error.h"
+#include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/recording.h"
+#include "kiln/runtime/rules.h"
+
+namespace kiln {
+namespace {
+
+class Backprop {
+ public:
+  Backprop(Recording& rec, Device device) : rec_(rec), device_(device) {}
+
+  void seed(ir::ValueId v, Tensor cot) { cot_[v] = std::move(cot); }
+  Tensor cotangent(ir::ValueId v) const {
+    auto it = cot_.find(v);
+    return it == cot_.end() ? Tensor() : it->second;
+  }
+
+  // Propagates cotangents backwards through nodes [first, last).
+  void run(size_t first, size_t last) {
+    for (size_t i = last; i-- > first;) {
+      // Copy what we need: vjp rules append nodes, which may move the vector.
+      const ir::Node node = rec_.graph.nodes()[i];
+      std::vector<Tensor> cots;
+      bool any = false;
+      for (ir::ValueId v : node.outputs) {
+        cots.push_back(cotangent(v));
+        any = any || cots.back().defined();
+      }
+      if (!any) continue;
+      if (!has_floating_input(node)) continue;
+      std::vector<Tensor> ins = tensors(node.inputs);
+      std::vector<Tensor> outs = tensors(node.outputs);
+      if (node.op->vjp) {
+        VjpCall call{ins, outs, cots, node.attrs, {}};
+        call.grads.resize(ins.size());
+        node.op->vjp(call);
+        accumulate(node, call.grads);
+      } else if (node.op->composite) {
+        differentiate_composite(node, ins, cots);
+      } else {
+        fail("op '", node.op->name, "' has no vjp rule, so it cannot be differentiated (",
+             ir::node_to_text(rec_.graph, node), ")");
+      }
+    }
+  }
+
+ private:
+  // Only floating inputs carry gradients.
+  bool has_floating_input(const ir::Node& n) const {
+    for (ir::ValueId v : n.inputs)
+      if (is_floating(rec_.graph.type(v).dtype)) return true;
+    return false;
+  }
+
+  std::vector<Tensor> tensors(const std::vector<ir::ValueId>& ids) {
+    std::vector<Tensor> out;
+    for (ir::ValueId v : ids) out.push_back(rec_.tensor(v, device_));
+    return out;
+  }
+
+  void accumulate(const ir::Node& node, const std::vector<Tensor>& grads) {
+    for (size_t k = 0; k < node.inputs.size() && k < grads.size(); ++k) {
+      if (!grads[k].defined()) continue;
+      ir::ValueId v = node.inputs[k];
+      const ir::TypeInfo& want = rec_.graph.type(v);
+      KILN_CHECK(grads[k].type() == want, "vjp rule of op '", node.op->name,
+                 "' returned a gradient of type ", ir::to_string(grads[k].type()), " for input ",
+                 k, " of type ", ir::to_string(want));
+      if (!is_floating(want.dtype)) continue;
+      auto it = cot_.find(v);
+      if (it == cot_.end()) cot_[v] = grads[k];
+      else it->second = apply1(KILN_OP("add"), {it->second, grads[k]});
+    }
+  }
+
+  // Expands the composite after the current end of the graph, seeds its
+  // outputs with the node's cotangents and propagates back to its inputs.
+  void differentiate_composite(const ir::Node& node, const std::vector<Tensor>& ins,
+                               const std::vector<Tensor>& cots) {
+    size_t first = rec_.graph.nodes().size();
+    CompositeCall call{ins, node.attrs, {}};
+    node.op->composite(call);
+    size_t last = rec_.graph.nodes().size();
+    Backprop inner(rec_, device_);
+    for (size_t k = 0; k < cots.size(); ++k)
+      if (cots[k].defined()) inner.seed(rec_.value_of(call.outputs[k]), cots[k]);
+    inner.run(first, last);
+    std::vector<Tensor> grads;
+    for (ir::ValueId v : node.inputs) grads.push_back(inner.cotangent(v));
+    accumulate(node, grads);
+  }
+
+  Recording& rec_;
+  Device device_;
+  std::unordered_map<ir::ValueId, Tensor> cot_;
+};
+
+}  // namespace
+
+std::vector<Tensor> append_backward(Recording& rec, const Tensor& loss, const std::vector<Tensor>& wrt) {
+  KILN_CHECK(loss.numel() == 1 && is_floating(loss.dtype()),
+             "the differentiated function's first result must be a floating scalar (the loss); "
+             "got ", ir::to_string(loss.type()));
+  Backprop bp(rec, loss.device());
+  size_t end = rec.graph.nodes().size();
+  bp.seed(rec.value_of(loss), ones_like(loss));
+  bp.run(0, end);
+  std::vector<Tensor> grads;
+  for (const Tensor& w : wrt) {
+    if (!is_floating(w.dtype())) {
+      grads.emplace_back();
+      continue;
+    }
+    Tensor g = bp.cotangent(rec.value_of(w));
+    grads.push_back(g.defined() ? g : zeros_like(w));
+  }
+  return grads;
+}
+
+std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn fn) {
+  return [fn = std::move(fn)](const std::vector<Tensor>& args) {
+    auto rec = Recording::create();
+    std::vector<Tensor> placeholders;
+    for (const Tensor& a : args) placeholders.push_back(rec->tensor(rec->capture(a), a.device()));
+    std::vector<Tensor> values, grads;
+    {
+      ContextGuard trace(std::make_shared<TraceContext>(rec));
+      values = fn(placeholders);
+      KILN_CHECK(!values.empty(), "value_and_grad: the function returned no tensors; return the loss first");
+      grads = append_backward(*rec, values[0], placeholders);
+    }
+    std::vector<ir::ValueId> outs;
+    for (const Tensor& v : values) outs.push_back(rec->value_of(v));
+    for (const Tensor& g : grads)
+      if (g.defined()) outs.push_back(rec->value_of(g));
+    rec->graph.set_outputs(outs);
+    std::vector<Tensor> results = run_graph(rec->graph, rec->captured, "value_and_grad");
+    ValueAndGrad r;
+    r.values.assign(results.begin(), results.begin() + values.size());
+    size_t next = values.size();
+    for (const Tensor& g : grads) r.grads.push_back(g.defined() ? results[next++] : Tensor());
+    return r;
+  };
+}
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+// Reverse-mode differentiation built from the ops' vjp rules. The function
+// is traced into a graph, the backward is appended to the same graph as more
+// IR, and the whole graph then runs in the caller's context: strict or debug
+// eager run it op by op, an enclosing trace (compile) records it.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "kiln/runtime/tensor.h"
+
+namespace kiln {
+
+class Recording;
+
+using TensorFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+struct ValueAndGrad {
+  std::vector<Tensor> values;  // everything fn returned; values[0] is the loss
+  std::vector<Tensor> grads;   // d loss / d args[i]; undefined for integer args
+};
+
+// fn's first result must be a floating scalar (one element), the loss. The
+// remaining results are passed through as auxiliary values. Inside fn values
+// cannot be read (item(), printing): they do not exist until the graph runs.
+std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn fn);
+
+// Appends to `rec` the gradient of scalar value `loss` with respect to
+// `wrt`, using the vjp rules; must run with a TraceContext on `rec` current.
+// Returns one pending tensor per `wrt` (undefined where no gradient exists).
+std::vector<Tensor> append_backward(Recording& rec, const Tensor& loss, const std::vector<Tensor>& wrt);
+
+}  // namespace kiln

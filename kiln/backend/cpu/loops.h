@@ -1,0 +1,152 @@
+// Strided N-ary loops: the iteration engine of elementwise kernels, copies
+// and casts. Operand 0 is the output; inputs may be any strided view
+// (broadcast dimensions have stride 0). Dimensions that are contiguous for
+// every operand are merged, so the common cases run as one flat loop.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/base/dtype.h"
+#include "kiln/runtime/kernel.h"
+
+namespace kiln::cpu {
+
+template <size_t N>
+struct StridedOperands {
+  std::array<char*, N> data;
+  std::array<Strides, N> strides;  // in bytes
+  Shape shape;
+};
+
+template <size_t N>
+StridedOperands<N> make_operands(const std::array<const TensorRef*, N>& refs) {
+  StridedOperands<N> ops;
+  ops.shape = refs[0]->shape;
+  for (size_t k = 0; k < N; ++k) {
+    ops.data[k] = static_cast<char*>(refs[k]->data);
+    ops.strides[k] = refs[k]->strides;
+    // Inputs with fewer dimensions broadcast from the right.
+    int pad = ops.shape.size() - refs[k]->rank();
+    Strides s = Dims::filled(ops.shape.size(), 0);
+    for (int i = 0; i < refs[k]->rank(); ++i)
+      s[pad + i] = refs[k]->shape[i] == 1 && ops.shape[pad + i] != 1
+                       ? 0
+                       : refs[k]->strides[i] * int64_t(itemsize(refs[k]->dtype));
+    ops.strides[k] = s;
+  }
+  // Drop size-1 dims, then merge dim i into i+1 when every operand allows it.
+  Shape shape;
+  std::array<Strides, N> strides;
+  for (int i = 0; i < ops.shape.size(); ++i) {
+    if (ops.shape[i] == 1) continue;
+    bool merge = shape.size() > 0;
+    for (size_t k = 0; k < N && merge; ++k)
+      merge = strides[k].back() == ops.strides[k][i] * ops.shape[i];
+    if (merge) {
+      int64_t n = shape.back();
+      shape.erase(shape.size() - 1);
+      shape.push_back(n * ops.shape[i]);
+      for (size_t k = 0; k < N; ++k) {
+        strides[k].erase(strides[k].size() - 1);
+        strides[k].push_back(ops.strides[k][i]);
+      }
+    } else {
+      shape.push_back(ops.shape[i]);
+      for (size_t k = 0; k < N; ++k) strides[k].push_back(ops.strides[k][i]);
+    }
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    for (size_t k = 0; k < N; ++k) strides[k].push_back(0);
+  }
+  ops.shape = shape;
+  ops.strides = strides;
+  return ops;
+}
+
+// Calls row(ptrs, inner_strides, n) over runs of the innermost dimension,
+// in parallel. ptrs point at the run's first element of each operand.
+template <size_t N, class Row>
+void for_each_row(const StridedOperands<N>& ops, Row&& row) {
+  const int r = ops.shape.size();
+  const int64_t inner = ops.shape[r - 1];
+  const int64_t total = ops.shape.numel();
+  std::array<int64_t, N> inner_strides;
+  for (size_t k = 0; k < N; ++k) inner_strides[k] = ops.strides[k][r - 1];
+  parallel_for(total, 32768, [&](int64_t begin, int64_t end) {
+    int64_t i = begin;
+    while (i < end) {
+      // Multi-index of element i.
+      int64_t rest = i / inner, col = i % inner;
+      std::array<char*, N> p = ops.data;
+      for (int d = r - 2; d >= 0; --d) {
+        int64_t idx = rest % ops.shape[d];
+        rest /= ops.shape[d];
+        for (size_t k = 0; k < N; ++k) p[k] += idx * ops.strides[k][d];
+      }
+      int64_t n = std::min(inner - col, end - i);
+      for (size_t k = 0; k < N; ++k) p[k] += col * inner_strides[k];
+      row(p, inner_strides, n);
+      i += n;
+    }
+  });
+}
+
+// The type arithmetic runs in: f32 for 16-bit floats, the type itself otherwise.
+template <class T> struct compute_type { using type = T; };
+template <> struct compute_type<bf16> { using type = float; };
+template <> struct compute_type<f16> { using type = float; };
+template <class T> using compute_t = typename compute_type<T>::type;
+
+template <class T>
+inline compute_t<T> load(const char* p) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    uint16_t b;
+    std::memcpy(&b, p, 2);
+    return bits_float(uint32_t(b) << 16);
+  } else {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return static_cast<compute_t<T>>(v);
+  }
+}
+
+template <class T, class C>
+inline void store(char* p, C v) {
+  T t;
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) t = T(static_cast<float>(v));
+  else t = static_cast<T>(v);
+  std::memcpy(p, &t, sizeof(T));
+}
+
+// out[i] = f(in0[i], ...) with T_out / T_in storage types and compute types.
+template <class Out, class... In, class F>
+void map(const TensorRef& out, F f, const std::array<const TensorRef*, sizeof...(In)>& in) {
+  constexpr size_t N = sizeof...(In) + 1;
+  std::array<const TensorRef*, N> refs;
+  refs[0] = &out;
+  for (size_t k = 0; k < sizeof...(In); ++k) refs[k + 1] = in[k];
+  auto ops = make_operands<N>(refs);
+  for_each_row(ops, [&](const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
+    constexpr size_t sizes[N] = {sizeof(Out), sizeof(In)...};
+    bool dense = true;
+    for (size_t k = 0; k < N; ++k) dense = dense && s[k] == int64_t(sizes[k]);
+    if (dense) {
+      // Separate loop so the compiler vectorises the common case.
+      [&]<size_t... K>(std::index_sequence<K...>) {
+        for (int64_t i = 0; i < n; ++i)
+          store<Out>(p[0] + i * sizeof(Out), f(load<In>(p[K + 1] + i * sizes[K + 1])...));
+      }(std::index_sequence_for<In...>{});
+    } else {
+      [&]<size_t... K>(std::index_sequence<K...>) {
+        for (int64_t i = 0; i < n; ++i)
+          store<Out>(p[0] + i * s[0], f(load<In>(p[K + 1] + i * s[K + 1])...));
+      }(std::index_sequence_for<In...>{});
+    }
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,91 @@
+// Op declarations. Every op is declared once (in its family's file under
+// kiln/ops) with its attribute schema, its shape/dtype rule, its cost, its
+// fusion class and, where it has them, its vjp rule, its composite and its
+// view rule. The registry is a table filled at static-initialisation time;
+// nothing in kiln switches over op names.
+#pragma once
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/base/dtype.h"
+#include "kiln/base/shape.h"
+#include "kiln/ir/attrs.h"
+
+namespace kiln {
+// Defined by the runtime, which calls them with tensors; the IR only stores
+// the rules.
+struct VjpCall;
+struct CompositeCall;
+}  // namespace kiln
+
+namespace kiln::ir {
+
+struct TypeInfo {
+  DType dtype = DType::f32;
+  Shape shape;
+  friend bool operator==(const TypeInfo&, const TypeInfo&) = default;
+};
+std::string to_string(const TypeInfo& t);  // "f32[2,3]"
+
+enum class FusionClass { elementwise, reduction, view, opaque, collective };
+const char* fusion_class_name(FusionClass c);
+
+struct Cost {
+  double flops = 0;
+  double bytes = 0;
+};
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  std::optional<AttrValue> default_value;  // nullopt: required
+};
+
+// A strided view of a buffer, in elements.
+struct Layout {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;
+};
+
+using InferFn = std::function<std::vector<TypeInfo>(std::span<const TypeInfo>, const Attrs&)>;
+using CostFn = std::function<Cost(std::span<const TypeInfo> in, std::span<const TypeInfo> out,
+                                  const Attrs&)>;
+using VjpFn = std::function<void(VjpCall&)>;
+using CompositeFn = std::function<void(CompositeCall&)>;
+// Returns the output layout when the op can be a view of its (single) input
+// without copying, nullopt when it needs a copy (e.g. reshaping a transpose).
+using ViewFn = std::function<std::optional<Layout>(const Layout&, const Attrs&)>;
+
+struct OpDef {
+  std::string name;
+  int num_inputs = 1;  // -1: variadic
+  std::vector<AttrSpec> attrs;
+  InferFn infer;
+  FusionClass fusion = FusionClass::opaque;
+  CostFn cost;           // default: one flop per output element, bytes moved
+  VjpFn vjp;             // empty: not differentiable
+  CompositeFn composite; // the plain path a fused op is tested against
+  ViewFn view;           // set for ops that eager modes run as metadata views
+  bool side_effects = false;  // collectives: never dropped, never reordered
+
+  // Checks `attrs` against the schema, fills defaults; throws naming the op.
+  Attrs complete_attrs(const Attrs& attrs) const;
+  // Runs the shape/dtype rule; an error names the op and its input types.
+  std::vector<TypeInfo> infer_types(std::span<const TypeInfo> in, const Attrs& attrs) const;
+  Cost cost_of(std::span<const TypeInfo> in, std::span<const TypeInfo> out,
+               const Attrs& attrs) const;
+};
+
+// Registers `def`; a second op of the same name is a programming error.
+const OpDef& register_op(OpDef def);
+// Looks up an op; an unknown name is a kiln::Error naming the closest one.
+const OpDef& get_op(std::string_view name);
+const OpDef* find_op(std::string_view name);
+std::vector<const OpDef*> all_ops();
+
+}  // namespace kiln::ir

@@ -1,0 +1,66 @@
+#include "kiln/runtime/allocator.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  // 64-byte granules for small blocks; above 1 MiB, a quarter of the next
+  // power of two, which bounds waste at 25% and keeps the class count small.
+  constexpr size_t kSmall = 1 << 20;
+  if (bytes <= kSmall) return std::max<size_t>(64, (bytes + 63) & ~size_t(63));
+  size_t p = 1;
+  while (p < bytes) p <<= 1;
+  size_t quarter = p / 4;
+  return (bytes + quarter - 1) / quarter * quarter;
+}
+
+CachingAllocator::~CachingAllocator() { empty_cache(); }
+
+void* CachingAllocator::allocate(size_t bytes) {
+  size_t size = round_size(bytes);
+  std::lock_guard lock(mu_);
+  void* p = nullptr;
+  auto it = cache_.find(size);
+  if (it != cache_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+  } else {
+    p = raw_.allocate(size);
+    stats_.reserved += static_cast<int64_t>(size);
+    ++stats_.num_system_allocs;
+  }
+  ++stats_.num_allocs;
+  stats_.allocated += static_cast<int64_t>(size);
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  return p;
+}
+
+void CachingAllocator::free(void* p, size_t bytes) {
+  if (!p) return;
+  size_t size = round_size(bytes);
+  std::lock_guard lock(mu_);
+  cache_[size].push_back(p);
+  stats_.allocated -= static_cast<int64_t>(size);
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard lock(mu_);
+  stats_.peak_allocated = stats_.allocated;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard lock(mu_);
+  for (auto& [size, blocks] : cache_) {
+    for (void* p : blocks) raw_.release(p, size);
+    stats_.reserved -= static_cast<int64_t>(size * blocks.size());
+  }
+  cache_.clear();
+}
+
+}  // namespace kiln

@@ -1,0 +1,51 @@
+// The caching allocator: freed blocks are kept in size classes and handed
+// out again, so steady-state training allocates nothing from the system.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace kiln {
+
+struct MemoryStats {
+  int64_t allocated = 0;       // bytes in live tensors
+  int64_t peak_allocated = 0;  // high-water mark of `allocated` since the last reset
+  int64_t reserved = 0;        // bytes held from the system (live + cached)
+  int64_t num_allocs = 0;      // allocations served
+  int64_t num_system_allocs = 0;  // of which needed memory from the system
+};
+
+// Raw memory of one device. The caching layer sits on top of it.
+class RawMemory {
+ public:
+  virtual ~RawMemory() = default;
+  virtual void* allocate(size_t bytes) = 0;  // throws kiln::Error when out of memory
+  virtual void release(void* p, size_t bytes) = 0;
+};
+
+class CachingAllocator {
+ public:
+  explicit CachingAllocator(RawMemory& raw) : raw_(raw) {}
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  void* allocate(size_t bytes);
+  void free(void* p, size_t bytes);
+  MemoryStats stats() const;
+  void reset_peak();
+  void empty_cache();  // returns every cached block to the system
+
+  // The size class a request is rounded up to.
+  static size_t round_size(size_t bytes);
+
+ private:
+  RawMemory& raw_;
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<void*>> cache_;
+  MemoryStats stats_;
+};
+
+}  // namespace kiln

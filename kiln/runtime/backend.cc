@@ -1,0 +1,62 @@
+#include "kiln/runtime/backend.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "kiln/base/error.h"
+
+namespace kiln {
+namespace {
+
+std::map<DeviceKind, std::unique_ptr<Backend>>& backends() {
+  static std::map<DeviceKind, std::unique_ptr<Backend>> b;
+  return b;
+}
+
+std::map<std::pair<DeviceKind, std::string>, Kernel, std::less<>>& kernels() {
+  static std::map<std::pair<DeviceKind, std::string>, Kernel, std::less<>> k;
+  return k;
+}
+
+}  // namespace
+
+void register_kernel(DeviceKind device, std::string_view op, Kernel kernel) {
+  auto [it, inserted] = kernels().emplace(std::pair{device, std::string(op)}, kernel);
+  if (!inserted) fail("kernel for op '", op, "' registered twice");
+}
+
+const Kernel* find_kernel(DeviceKind device, std::string_view op) {
+  auto it = kernels().find(std::pair{device, std::string(op)});
+  return it == kernels().end() ? nullptr : &it->second;
+}
+
+void register_backend(std::unique_ptr<Backend> b) {
+  DeviceKind k = b->kind();
+  backends()[k] = std::move(b);
+}
+
+Backend* find_backend(DeviceKind kind) {
+  auto it = backends().find(kind);
+  return it == backends().end() ? nullptr : it->second.get();
+}
+
+Backend& backend(Device d) {
+  Backend* b = find_backend(d.kind);
+  KILN_CHECK(b, "device '", to_string(d), "' is not available: this kiln was built without its backend");
+  KILN_CHECK(d.index >= 0 && d.index < b->device_count(), "device '", to_string(d),
+             "' does not exist (", b->device_count(), " found)");
+  return *b;
+}
+
+Storage::Storage(Device d, size_t bytes) : device(d), nbytes(bytes) {
+  data = backend(d).allocator(d.index).allocate(bytes);
+}
+
+Storage::~Storage() { backend(device).allocator(device.index).free(data, nbytes); }
+
+MemoryStats memory_stats(Device d) { return backend(d).allocator(d.index).stats(); }
+void reset_peak_memory(Device d) { backend(d).allocator(d.index).reset_peak(); }
+void empty_cache(Device d) { backend(d).allocator(d.index).empty_cache(); }
+
+}  // namespace kiln

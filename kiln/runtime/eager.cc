@@ -1,0 +1,161 @@
+#include "kiln/runtime/eager.h"
+
+#include <cmath>
+
+#include "kiln/base/error.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/rules.h"
+
+namespace kiln {
+namespace {
+
+thread_local int64_t t_eager_ops = 0;
+
+TensorRef ref_of(const Tensor& t) {
+  const TensorImpl& impl = t.impl();
+  return {static_cast<char*>(impl.storage->data) + impl.offset * int64_t(itemsize(impl.dtype)),
+          impl.dtype, impl.shape, impl.strides};
+}
+
+Tensor new_tensor(const ir::TypeInfo& type, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = type.dtype;
+  impl->shape = type.shape;
+  impl->device = device;
+  impl->strides = contiguous_strides(type.shape);
+  impl->storage = std::make_shared<Storage>(device, size_t(type.shape.numel()) * itemsize(type.dtype));
+  return Tensor(std::move(impl));
+}
+
+// Raises if a floating output of a debug-mode op holds NaN or Inf.
+void check_finite(const Tensor& t, size_t index, const std::string& label) {
+  if (!is_floating(t.dtype()) || t.numel() == 0) return;
+  std::vector<double> host = t.to_vector<double>();
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (std::isfinite(host[i])) continue;
+    fail("debug mode: ", label, " produced ", std::isnan(host[i]) ? "NaN" : "Inf", " in output ",
+         index, " (", ir::to_string(t.type()), ") at flat index ", i,
+         "; check this op's inputs (KILN_EAGER_MODE=debug checks every op)");
+  }
+}
+
+class EagerContext final : public Context {
+ public:
+  explicit EagerContext(bool debug) : debug_(debug) {}
+
+  std::vector<Tensor> apply(const ir::OpDef& op, std::span<const Tensor> inputs,
+                            const ir::Attrs& attrs, std::span<const ir::TypeInfo> out_types,
+                            Device device) override {
+    ++t_eager_ops;
+    for (const Tensor& t : inputs)
+      if (!t.impl().materialized()) materialize(t);
+
+    if (op.view && inputs.size() == 1) {
+      const TensorImpl& in = inputs[0].impl();
+      if (auto layout = op.view(ir::Layout{in.shape, in.strides, in.offset}, attrs)) {
+        auto impl = std::make_shared<TensorImpl>(in);
+        impl->dtype = out_types[0].dtype;
+        impl->shape = layout->shape;
+        impl->strides = layout->strides;
+        impl->offset = layout->offset;
+        return {Tensor(std::move(impl))};
+      }
+    }
+
+    const Kernel* kernel = find_kernel(device.kind, op.name);
+    if (!kernel) {
+      KILN_CHECK(op.composite, "op '", op.name, "' has no kernel on ", to_string(device),
+                 " and no composite to fall back on");
+      CompositeCall call{inputs, attrs, {}};
+      op.composite(call);
+      for (size_t i = 0; i < out_types.size(); ++i)
+        KILN_CHECK(i < call.outputs.size() && call.outputs[i].type() == out_types[i],
+                   "composite of op '", op.name, "' returned the wrong type for output ", i);
+      return std::move(call.outputs);
+    }
+
+    std::vector<Tensor> args(inputs.begin(), inputs.end());
+    if (!kernel->strided_inputs)
+      for (Tensor& a : args)
+        if (!a.is_contiguous()) a = a.contiguous();
+    std::vector<Tensor> outs;
+    for (const ir::TypeInfo& t : out_types) outs.push_back(new_tensor(t, device));
+
+    std::string label = describe(op);
+    auto task = [kernel, &op, attrs, ins = refs(args), out_refs = refs(outs),
+                 keep = storages(args, outs)] {
+      bool empty = true;
+      for (const TensorRef& r : out_refs) empty = empty && r.numel() == 0;
+      if (empty && !out_refs.empty()) return;
+      kernel->fn(KernelArgs{ins, out_refs, attrs, op});
+    };
+    run(device, std::move(task), label);
+    if (debug_)
+      for (size_t i = 0; i < outs.size(); ++i) check_finite(outs[i], i, label);
+    return outs;
+  }
+
+  void assign(const Tensor& dst, const Tensor& value) override {
+    if (!value.impl().materialized()) materialize(value);
+    KILN_CHECK(dst.impl().materialized(), "in-place write to a pending tensor outside its trace");
+    Device device = dst.device();
+    Backend* b = &backend(device);
+    run(device,
+        [b, d = ref_of(dst), s = ref_of(value), keep = storages({dst, value}, {})] {
+          b->strided_copy(d, s);
+        },
+        "in-place write");
+  }
+
+  void materialize(const Tensor& t) override {
+    fail("a ", ir::to_string(t.type()), " tensor from a traced function was used after the trace "
+         "ended; only the traced function's returned results hold values");
+  }
+
+ private:
+  static std::string describe(const ir::OpDef& op) {
+    const std::string& pos = current_op_position();
+    return cat("op '", op.name, "' (", pos.empty() ? cat("eager op #", t_eager_ops) : pos, ")");
+  }
+  static std::vector<TensorRef> refs(const std::vector<Tensor>& ts) {
+    std::vector<TensorRef> r;
+    for (const Tensor& t : ts) r.push_back(ref_of(t));
+    return r;
+  }
+  static std::vector<std::shared_ptr<Storage>> storages(const std::vector<Tensor>& a,
+                                                        const std::vector<Tensor>& b) {
+    std::vector<std::shared_ptr<Storage>> s;
+    for (const Tensor& t : a) s.push_back(t.impl().storage);
+    for (const Tensor& t : b) s.push_back(t.impl().storage);
+    return s;
+  }
+  void run(Device device, std::function<void()> task, const std::string& label) {
+    if (!debug_) {
+      backend(device).queue(device.index).enqueue(std::move(task), label);
+      return;
+    }
+    backend(device).queue(device.index).synchronize();
+    try {
+      task();
+    } catch (const std::exception& e) {
+      fail(label, " failed: ", e.what());
+    }
+  }
+
+  bool debug_;
+};
+
+}  // namespace
+
+Context& eager_context(EagerMode mode) {
+  static EagerContext strict(false), debug(true);
+  switch (mode) {
+    case EagerMode::strict: return strict;
+    case EagerMode::debug: return debug;
+    case EagerMode::defer_and_fuse:
+      fail("KILN_EAGER_MODE=defer_and_fuse is not available in this build yet; use strict or debug");
+  }
+  return strict;
+}
+
+}  // namespace kiln

@@ -1,0 +1,52 @@
+// What a backend kernel sees: raw strided buffers, the op and its attributes.
+// Kernels know nothing of Tensor handles, graphs or eager modes.
+#pragma once
+#include <span>
+#include <string_view>
+
+#include "kiln/base/dtype.h"
+#include "kiln/base/shape.h"
+#include "kiln/ir/op.h"
+#include "kiln/runtime/device.h"
+
+namespace kiln {
+
+struct TensorRef {
+  void* data = nullptr;  // points at element 0 (the view's offset applied)
+  DType dtype = DType::f32;
+  Shape shape;
+  Strides strides;  // in elements; 0 for broadcast dimensions
+
+  int64_t numel() const { return shape.numel(); }
+  int rank() const { return shape.size(); }
+  bool contiguous() const { return is_contiguous(shape, strides); }
+  template <class T> T* ptr() const { return static_cast<T*>(data); }
+};
+
+struct KernelArgs {
+  std::span<const TensorRef> in;
+  std::span<const TensorRef> out;  // freshly allocated and contiguous
+  const ir::Attrs& attrs;
+  const ir::OpDef& op;
+};
+
+using KernelFn = void (*)(const KernelArgs&);
+
+struct Kernel {
+  KernelFn fn = nullptr;
+  // True when the kernel reads strided (non-contiguous, broadcast) inputs;
+  // otherwise the runtime makes inputs contiguous before calling it.
+  bool strided_inputs = false;
+};
+
+void register_kernel(DeviceKind device, std::string_view op, Kernel kernel);
+const Kernel* find_kernel(DeviceKind device, std::string_view op);
+
+// Registers kernels from a static initialiser in a backend's source file.
+struct KernelRegistrar {
+  KernelRegistrar(DeviceKind device, std::string_view op, Kernel kernel) {
+    register_kernel(device, op, kernel);
+  }
+};
+
+}  // namespace kiln

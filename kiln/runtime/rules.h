@@ -1,0 +1,30 @@
+// The calls an op's vjp rule and composite receive. Both are written with
+// ordinary tensor ops, so under a trace they emit IR (the backward is more
+// IR) and in eager modes they run.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "kiln/ir/attrs.h"
+#include "kiln/runtime/tensor.h"
+
+namespace kiln {
+
+struct VjpCall {
+  std::span<const Tensor> inputs;
+  std::span<const Tensor> outputs;
+  std::span<const Tensor> cotangents;  // undefined where an output has none
+  const ir::Attrs& attrs;
+  std::vector<Tensor> grads;  // one per input; leave undefined for no gradient
+
+  // The cotangent of output i, zeros where it has none.
+  Tensor cot(size_t i) const;
+};
+
+struct CompositeCall {
+  std::span<const Tensor> inputs;
+  const ir::Attrs& attrs;
+  std::vector<Tensor> outputs;
+};
+
+}  // namespace kiln

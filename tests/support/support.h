@@ -1,0 +1,16 @@
+// Helpers shared by kiln's tests.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kiln/runtime/tensor.h"
+
+namespace kiln::test {
+
+// Element-wise |a - b| <= atol + rtol * |b|, with a readable failure.
+::testing::AssertionResult all_close(const std::vector<double>& a, const std::vector<double>& b,
+                                     double rtol, double atol);
+::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol, double atol);
+
+}  // namespace kiln::test
