@@ -222,6 +222,14 @@ Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device
   return from_host(data.data(), dtype_of<T>::value, shape, device);
 }
 
+template <>
+Tensor from_vector<bool>(const std::vector<bool>& data, const Shape& shape, Device device) {
+  std::vector<uint8_t> bytes(data.begin(), data.end());
+  KILN_CHECK(int64_t(bytes.size()) == shape.numel(), "from_vector: ", bytes.size(),
+             " values do not fill shape ", shape, " (", shape.numel(), " elements)");
+  return from_host(bytes.data(), DType::b8, shape, device);
+}
+
 Tensor from_host(const void* data, DType dtype, const Shape& shape, Device device) {
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;

@@ -88,6 +88,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // Factories.
 template <class T>
 Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device = kCPU);
+template <>
+Tensor from_vector<bool>(const std::vector<bool>& data, const Shape& shape, Device device);
 Tensor from_host(const void* data, DType dtype, const Shape& shape, Device device = kCPU);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = kCPU);
 Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);

@@ -1,0 +1,29 @@
+// Gradient checks against central finite differences (run them in f64).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "kiln/runtime/tensor.h"
+
+namespace kiln::test {
+
+// Uniform values in [lo, hi) from a fixed seed, made on the host.
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double lo = -1, double hi = 1);
+
+struct GradCheckOptions {
+  double eps = 1e-6;
+  double rtol = 1e-5;
+  double atol = 1e-7;
+  // Indices of args to check (empty: every floating arg).
+  std::vector<size_t> wrt;
+};
+
+// Differentiates loss = sum(fn(args) * c), c a fixed random cotangent, with
+// value_and_grad and compares every gradient with central differences.
+::testing::AssertionResult check_gradients(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& args,
+    const GradCheckOptions& options = {});
+
+}  // namespace kiln::test
