@@ -108,6 +108,12 @@ class Parser {
       } while (accept(','));
       expect('}');
     }
+    // Unknown attributes are rejected here; omitted ones take their defaults.
+    try {
+      attrs = op->complete_attrs(attrs);
+    } catch (const Error& e) {
+      error(e.what());
+    }
     const Node& n = g_.add_node_typed(*op, std::move(inputs), std::move(attrs), types);
     for (size_t i = 0; i < names.size(); ++i) bind(names[i], n.outputs[i]);
   }

@@ -5,14 +5,14 @@
 namespace kiln {
 
 size_t CachingAllocator::round_size(size_t bytes) {
-  // 64-byte granules for small blocks; above 1 MiB, a quarter of the next
-  // power of two, which bounds waste at 25% and keeps the class count small.
+  // 64-byte granules for small blocks; above 1 MiB, granules of a quarter
+  // of the largest power of two below the size, which bounds waste at 25%
+  // and keeps the number of classes small.
   constexpr size_t kSmall = 1 << 20;
   if (bytes <= kSmall) return std::max<size_t>(64, (bytes + 63) & ~size_t(63));
-  size_t p = 1;
-  while (p < bytes) p <<= 1;
-  size_t quarter = p / 4;
-  return (bytes + quarter - 1) / quarter * quarter;
+  size_t p = size_t(1) << (63 - __builtin_clzll(bytes));
+  size_t granule = p / 4;
+  return (bytes + granule - 1) / granule * granule;
 }
 
 CachingAllocator::~CachingAllocator() { empty_cache(); }
