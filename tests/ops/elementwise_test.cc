@@ -5,7 +5,10 @@
 #include <cmath>
 #include <functional>
 
+#include "kiln/autograd/grad.h"
 #include "kiln/base/error.h"
+#include "kiln/ops/reduction.h"
+#include "tests/support/gradcheck.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -137,6 +140,67 @@ TEST(Elementwise, ErrorsNameTheOpAndShapes) {
   EXPECT_THROW(add(a, zeros({2, 3}, DType::bf16)), Error);
   EXPECT_THROW(exp(from_vector<int64_t>({1}, {1})), Error);
   EXPECT_THROW(logical_and(a, a), Error);
+}
+
+using test::check_gradients;
+using test::random_tensor;
+
+TEST(ElementwiseGrad, UnaryOpsMatchFiniteDifferences) {
+  for (const UnaryCase& c : unary_cases()) {
+    if (std::string(c.name) == "abs") continue;  // kink at 0: checked below away from it
+    for (Shape s : {Shape{7}, Shape{2, 1, 3}, Shape{}}) {
+      Tensor x = random_tensor(s, DType::f64, 11, c.lo, c.hi);
+      EXPECT_TRUE(check_gradients([&](const std::vector<Tensor>& a) { return c.op(a[0]); }, {x}))
+          << c.name << " " << s;
+    }
+  }
+  Tensor away = from_vector<double>({-2, -0.5, 0.5, 3}, {4});
+  EXPECT_TRUE(check_gradients([](const std::vector<Tensor>& a) { return abs(a[0]); }, {away}));
+}
+
+TEST(ElementwiseGrad, BinaryOpsBroadcastingAndSizeOneDims) {
+  using Fn = std::function<Tensor(const Tensor&, const Tensor&)>;
+  std::vector<std::pair<const char*, Fn>> ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
+  };
+  std::vector<std::pair<Shape, Shape>> shapes = {
+      {{4}, {4}}, {{2, 3}, {3}}, {{2, 1, 4}, {3, 1}}, {{1}, {2, 2}}, {{}, {3}}};
+  for (auto& [name, op] : ops) {
+    for (auto& [sa, sb] : shapes) {
+      // Positive bases for pow and divisors bounded away from zero.
+      Tensor a = random_tensor(sa, DType::f64, 21, 0.5, 2.0);
+      Tensor b = random_tensor(sb, DType::f64, 22, 0.5, 2.0);
+      EXPECT_TRUE(check_gradients([&](const std::vector<Tensor>& v) { return op(v[0], v[1]); }, {a, b}))
+          << name << " " << sa << " " << sb;
+    }
+  }
+}
+
+TEST(ElementwiseGrad, WhereRoutesGradients) {
+  Tensor cond = from_vector<bool>({true, false, true}, {3});
+  Tensor a = random_tensor({2, 3}, DType::f64, 31), b = random_tensor({3}, DType::f64, 32);
+  EXPECT_TRUE(check_gradients([&](const std::vector<Tensor>& v) { return where(cond, v[0], v[1]); }, {a, b}));
+}
+
+TEST(ElementwiseGrad, MaximumSplitsTiesEvenly) {
+  auto f = value_and_grad([](const std::vector<Tensor>& v) {
+    return std::vector<Tensor>{sum(maximum(v[0], v[1]))};
+  });
+  ValueAndGrad r = f({from_vector<double>({1, 2}, {2}), from_vector<double>({1, 3}, {2})});
+  EXPECT_EQ(r.grads[0].to_vector<double>(), (std::vector<double>{0.5, 0}));
+  EXPECT_EQ(r.grads[1].to_vector<double>(), (std::vector<double>{0.5, 1}));
+}
+
+TEST(ElementwiseGrad, CastPassesGradientInTheInputDtype) {
+  Tensor x = random_tensor({3}, DType::f64, 41);
+  EXPECT_TRUE(check_gradients([](const std::vector<Tensor>& a) { return a[0].to(DType::f32).to(DType::f64); },
+                              {x}, {.eps = 1e-2, .rtol = 1e-5, .atol = 1e-5}));
 }
 
 }  // namespace

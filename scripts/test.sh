@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds and runs kiln's tests: every ctest label but `slow` on the release
+# build, then the unit tests again under AddressSanitizer + LeakSanitizer.
+# Exits non-zero when any test fails. `scripts/test.sh --quick` skips ASan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build
+ctest --test-dir build -LE slow --output-on-failure -j "$jobs"
+
+if [ "${1:-}" != "--quick" ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ASAN=ON -DKILN_BENCH=OFF >/dev/null
+  cmake --build build-asan
+  ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
+    ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs"
+fi
