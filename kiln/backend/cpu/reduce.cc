@@ -1,0 +1,48 @@
+#include "kiln/backend/cpu/reduce.h"
+
+namespace kiln::cpu {
+
+std::vector<bool> reduced_axes(const KernelArgs& a) {
+  const int rank = a.in[0].rank();
+  std::vector<bool> reduced(size_t(std::max(rank, 1)), false);
+  const char* what = a.op.name.c_str();
+  if (a.attrs.has("axis")) {
+    reduced[normalize_axis(a.attrs.i("axis"), rank, what)] = true;
+    return reduced;
+  }
+  const auto& axes = a.attrs.ints("axes");
+  if (axes.empty()) reduced.assign(reduced.size(), true);
+  for (int64_t axis : axes) reduced[normalize_axis(axis, rank, what)] = true;
+  return reduced;
+}
+
+namespace {
+
+// Appends an axis to one group, merging it into the group's last axis when
+// stepping through both row-major is one stride.
+void append_axis(Shape& shape, Strides& strides, int64_t size, int64_t stride) {
+  if (!shape.empty() && strides.back() == stride * size) {
+    int64_t n = shape.back() * size;
+    shape.erase(shape.size() - 1);
+    strides.erase(strides.size() - 1);
+    shape.push_back(n);
+    strides.push_back(stride);
+    return;
+  }
+  shape.push_back(size);
+  strides.push_back(stride);
+}
+
+}  // namespace
+
+ReducePlan make_plan(const TensorRef& in, const std::vector<bool>& reduced) {
+  ReducePlan p;
+  for (int d = 0; d < in.rank(); ++d) {
+    if (in.shape[d] == 1) continue;
+    if (reduced[d]) append_axis(p.reduced, p.reduced_strides, in.shape[d], in.strides[d]);
+    else append_axis(p.kept, p.kept_strides, in.shape[d], in.strides[d]);
+  }
+  return p;
+}
+
+}  // namespace kiln::cpu
