@@ -64,6 +64,9 @@ class EagerContext final : public Context {
 
     const Kernel* kernel = find_kernel(device.kind, op.name);
     if (!kernel) {
+      KILN_CHECK(op.fusion != ir::FusionClass::collective, "collective '", op.name,
+                 "' has no kernel on ", to_string(device), ": collectives run only under a "
+                 "process group (kiln/dist), which this build does not have yet");
       KILN_CHECK(op.composite, "op '", op.name, "' has no kernel on ", to_string(device),
                  " and no composite to fall back on");
       CompositeCall call{inputs, attrs, {}};
