@@ -7,5 +7,6 @@ namespace kiln::cli {
 
 void add_info(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_demo(CLI::App& app);
 
 }  // namespace kiln::cli

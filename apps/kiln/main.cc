@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
   kiln::cli::add_info(app);
   kiln::cli::add_bench(app);
+  kiln::cli::add_demo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

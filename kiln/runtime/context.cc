@@ -1,6 +1,7 @@
 #include "kiln/runtime/context.h"
 
 #include <cstdlib>
+#include <optional>
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/eager.h"
@@ -13,7 +14,9 @@ EagerMode initial_mode() {
   return env && *env ? parse_eager_mode(env) : EagerMode::strict;
 }
 
-thread_local EagerMode t_mode = initial_mode();
+// Unset until first read, so a bad KILN_EAGER_MODE raises a normal error
+// from the first op rather than terminating in thread start-up.
+thread_local std::optional<EagerMode> t_mode;
 thread_local std::vector<std::shared_ptr<Context>> t_stack;
 thread_local std::string t_position;
 
@@ -34,9 +37,12 @@ EagerMode parse_eager_mode(std::string_view s) {
   fail("unknown eager mode '", s, "' (KILN_EAGER_MODE): use strict, debug or defer_and_fuse");
 }
 
-EagerMode eager_mode() { return t_mode; }
+EagerMode eager_mode() {
+  if (!t_mode) t_mode = initial_mode();
+  return *t_mode;
+}
 
-EagerModeGuard::EagerModeGuard(EagerMode mode) : previous_(t_mode) { t_mode = mode; }
+EagerModeGuard::EagerModeGuard(EagerMode mode) : previous_(eager_mode()) { t_mode = mode; }
 EagerModeGuard::~EagerModeGuard() { t_mode = previous_; }
 
 ContextGuard::ContextGuard(std::shared_ptr<Context> ctx) { t_stack.push_back(std::move(ctx)); }
@@ -44,7 +50,7 @@ ContextGuard::~ContextGuard() { t_stack.pop_back(); }
 
 Context& current_context() {
   if (!t_stack.empty()) return *t_stack.back();
-  return eager_context(t_mode);
+  return eager_context(eager_mode());
 }
 
 OpPositionGuard::OpPositionGuard(std::string position) : previous_(std::move(t_position)) {

@@ -2,8 +2,8 @@
 // allocator, one in-order queue thread, memcpy for host transfers.
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
+#include "kiln/backend/cpu/cpu_features.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
@@ -21,14 +21,6 @@ class HostMemory final : public RawMemory {
   }
   void release(void* p, size_t) override { std::free(p); }
 };
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 class CpuBackend final : public Backend {
  public:

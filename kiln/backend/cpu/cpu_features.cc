@@ -3,6 +3,7 @@
 #include <cpuid.h>
 
 #include <dnnl.hpp>
+#include <fstream>
 
 namespace kiln::cpu {
 
@@ -28,6 +29,14 @@ std::string onednn_isa() {
     case dnnl::cpu_isa::avx2: return "avx2";
     default: return "other";
   }
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
 }
 
 }  // namespace kiln::cpu

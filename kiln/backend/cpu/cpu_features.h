@@ -14,5 +14,6 @@ struct CpuFeatures {
 
 CpuFeatures cpu_features();
 std::string onednn_isa();  // the highest instruction set oneDNN dispatches to
+std::string cpu_model();   // the model name from /proc/cpuinfo
 
 }  // namespace kiln::cpu

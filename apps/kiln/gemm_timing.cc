@@ -1,0 +1,61 @@
+#include "apps/kiln/gemm_timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "kiln/base/error.h"
+#include "kiln/ops/matmul.h"
+#include "kiln/runtime/tensor.h"
+#include "kiln/runtime/threads.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr int kBatches = 5;
+constexpr double kBatchSeconds = 0.2;
+
+// Seconds for `calls` products, from the first enqueue to the final sync.
+double run(const Tensor& a, const Tensor& b, const GemmSpec& s, int calls) {
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) matmul(a, b, s.ta, s.tb);
+  synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Restores kiln's thread count when the measurement ends, however it ends.
+struct ThreadsScope {
+  int saved = num_threads();
+  explicit ThreadsScope(int n) { set_num_threads(n); }
+  ~ThreadsScope() { set_num_threads(saved); }
+};
+
+}  // namespace
+
+std::string describe(const GemmSpec& s) {
+  return cat(s.m, "x", s.n, "x", s.k, " ", dtype_name(s.dtype), " ", s.ta ? "T" : "N",
+             s.tb ? "T" : "N");
+}
+
+GemmTiming time_gemm(const GemmSpec& s) {
+  KILN_CHECK(s.m > 0 && s.n > 0 && s.k > 0, "bench gemm: M, N and K must be positive, got ",
+             describe(s));
+  KILN_CHECK(s.threads >= 1 && s.iters >= 0, "bench gemm: need threads >= 1 and iters >= 0");
+  ThreadsScope threads(s.threads);
+  // Small values keep every product finite; GEMM speed does not depend on them.
+  Tensor a = full(s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 0.01, s.dtype);
+  Tensor b = full(s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 0.01, s.dtype);
+
+  run(a, b, s, 1);  // creates and caches the primitive
+  double warm = run(a, b, s, 2) / 2;
+  GemmTiming t;
+  t.iters = s.iters > 0 ? s.iters : std::clamp(int(std::ceil(kBatchSeconds / warm)), 1, 10000);
+  t.batches = kBatches;
+  t.seconds = INFINITY;
+  for (int i = 0; i < kBatches; ++i)
+    t.seconds = std::min(t.seconds, run(a, b, s, t.iters) / t.iters);
+  t.gflops = 2.0 * double(s.m) * double(s.n) * double(s.k) / t.seconds / 1e9;
+  return t;
+}
+
+}  // namespace kiln::cli

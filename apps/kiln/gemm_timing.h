@@ -1,0 +1,31 @@
+// Times kiln's own matmul, as a user's program calls it: through the Tensor
+// API, on the device queue, synchronising after each timed batch of calls.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kiln/base/dtype.h"
+
+namespace kiln::cli {
+
+struct GemmSpec {
+  int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::f32;
+  bool ta = false;  // A stored [K,M]
+  bool tb = false;  // B stored [N,K] (a Linear weight)
+  int threads = 2;
+  int iters = 0;  // calls per timed batch; 0: enough for about 0.2 s
+};
+
+struct GemmTiming {
+  double seconds = 0;  // per call, best batch
+  double gflops = 0;   // 2*M*N*K / seconds, in 1e9/s
+  int iters = 0;
+  int batches = 0;
+};
+
+// "4096x768x3072 bf16 NT" (M x N x K, dtype, A and B transposed or not).
+std::string describe(const GemmSpec& s);
+GemmTiming time_gemm(const GemmSpec& s);
+
+}  // namespace kiln::cli

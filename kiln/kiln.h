@@ -1,0 +1,17 @@
+// Everything a kiln user needs from C++: tensors, ops, autograd.
+#pragma once
+#include "kiln/autograd/grad.h"
+#include "kiln/base/error.h"
+#include "kiln/ops/collectives.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/indexing.h"
+#include "kiln/ops/matmul.h"
+#include "kiln/ops/model.h"
+#include "kiln/ops/random.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/shape.h"
+#include "kiln/ops/views.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/context.h"
+#include "kiln/runtime/tensor.h"
+#include "kiln/runtime/threads.h"

@@ -1,0 +1,77 @@
+// Runs the kiln command line as a user would and checks what it prints and
+// its exit status.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+CliRun kiln(const std::string& args, const std::string& env = "") {
+  const char* cli = std::getenv("KILN_CLI");
+  EXPECT_NE(cli, nullptr) << "KILN_CLI is set by ctest";
+  std::string cmd = env + " " + std::string(cli ? cli : "kiln") + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string last_line(const std::string& s) {
+  size_t end = s.find_last_not_of('\n');
+  size_t start = s.rfind('\n', end);
+  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+TEST(Cli, InfoPrintsVersionDevicesFeaturesAndOneDnn) {
+  CliRun r = kiln("info");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln 0."), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cpu:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("avx512f="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("amx_bf16="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("oneDNN "), std::string::npos) << r.output;
+}
+
+TEST(Cli, BenchGemmEndsWithGflops) {
+  for (const char* args : {"--m 96 --n 80 --k 64 --dtype f32", "--m 64 --n 64 --k 64 --dtype bf16 --tb",
+                           "--m 64 --n 32 --k 48 --dtype f32 --ta --threads 1"}) {
+    CliRun r = kiln(std::string("bench gemm ") + args);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_TRUE(std::regex_match(last_line(r.output), std::regex(R"(GFLOP/s: [0-9]+(\.[0-9]+)?)")))
+        << "last line: '" << last_line(r.output) << "'";
+  }
+}
+
+TEST(Cli, BadInputIsAClearErrorAndNonZeroExit) {
+  CliRun r = kiln("bench gemm --m 64 --n 64 --k 64 --dtype f8");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("f8"), std::string::npos) << r.output;
+  r = kiln("frobnicate");
+  EXPECT_NE(r.status, 0);
+  r = kiln("bench gemm --m -3 --n 64 --k 64");
+  EXPECT_NE(r.status, 0);
+  r = kiln("demo --steps 2", "KILN_EAGER_MODE=turbo");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("unknown eager mode 'turbo'"), std::string::npos) << r.output;
+}
+
+TEST(Cli, DemoTrainsAndTheLossFalls) {
+  for (const char* mode : {"strict", "debug"}) {
+    CliRun r = kiln("demo --steps 40", std::string("KILN_EAGER_MODE=") + mode);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("loss fell from"), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
