@@ -1,0 +1,25 @@
+// Fusion: connected elementwise nodes, with an optional final reduction,
+// become one "fused" node (see fused_op.h) that a backend runs as one kernel.
+#pragma once
+#include "kiln/ir/graph.h"
+
+namespace kiln::compiler {
+
+// Groups nodes of FusionClass::elementwise whose outputs all have the same
+// shape (the group's iteration space; inputs may broadcast to it) and that
+// are connected through their values, plus at most one sum/max/min/mean
+// consuming a group value (the group then has kind "reduction"; no member
+// may read the reduction, so its consumers start a new group). `full`
+// constants are never group members: each group that reads one gets its
+// own copy in its body, at the iteration shape, so constants cost no
+// memory traffic; an original left with no readers is dropped.
+//
+// A group's outputs are the values read outside it or returned by the
+// graph. Groups never create cycles, also not between groups: merging is
+// checked against a topological order of the groups formed so far (see
+// fuse.cc). Side-effecting nodes also depend on the previous one, so
+// collectives keep their order. Groups of one node stay as they are. The
+// result is in a valid order and every graph output keeps its type.
+ir::Graph fuse(const ir::Graph& g);
+
+}  // namespace kiln::compiler

@@ -1,0 +1,139 @@
+#include "kiln/compiler/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "kiln/base/error.h"
+#include "kiln/compiler/fused_op.h"
+
+namespace kiln::compiler {
+namespace {
+
+int64_t aligned(int64_t bytes) {
+  return (bytes + MemoryPlan::kAlignment - 1) / MemoryPlan::kAlignment * MemoryPlan::kAlignment;
+}
+
+// A best-fit allocator over one growing arena; freed neighbours coalesce.
+class Arena {
+ public:
+  int64_t allocate(int64_t size) {
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= size && (best == free_.end() || it->second < best->second)) best = it;
+    if (best == free_.end()) {
+      // Grow: extend the free block at the top, if any, else append.
+      int64_t at = top_;
+      if (!free_.empty() && std::prev(free_.end())->first + std::prev(free_.end())->second == top_) {
+        at = std::prev(free_.end())->first;
+        free_.erase(std::prev(free_.end()));
+      }
+      top_ = at + size;
+      return at;
+    }
+    auto [at, have] = *best;
+    free_.erase(best);
+    if (have > size) free_[at + size] = have - size;
+    return at;
+  }
+
+  void release(int64_t at, int64_t size) {
+    auto next = free_.lower_bound(at);
+    if (next != free_.end() && at + size == next->first) {
+      size += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == at) {
+        prev->second += size;
+        return;
+      }
+    }
+    free_[at] = size;
+  }
+
+  int64_t size() const { return top_; }
+
+ private:
+  std::map<int64_t, int64_t> free_;  // offset -> size
+  int64_t top_ = 0;
+};
+
+// Reads element i of each same-typed input before writing element i.
+bool element_aligned(const ir::Node& n) {
+  if (n.outputs.size() != 1) return false;
+  if (n.op->fusion == ir::FusionClass::elementwise) return true;
+  return n.op == &fused_op() && n.attrs.s("kind") == "elementwise";
+}
+
+}  // namespace
+
+int64_t MemoryPlan::offset_of(ir::ValueId v) const {
+  KILN_CHECK(in_arena(v), "memory plan: value %", v, " is not in the arena");
+  return offsets[v];
+}
+
+MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>>& donations,
+                       const PlanOptions& options) {
+  const auto& nodes = g.nodes();
+  const int n = int(nodes.size());
+  const size_t nv = g.values().size();
+  MemoryPlan plan;
+  plan.offsets.assign(nv, -1);
+  plan.bytes.resize(nv);
+  for (size_t v = 0; v < nv; ++v) {
+    const ir::TypeInfo& t = g.type(ir::ValueId(v));
+    plan.bytes[v] = t.shape.numel() * int64_t(itemsize(t.dtype));
+  }
+
+  // Liveness: the last node reading each value; returned values live to the end.
+  std::vector<int> last_use(nv, -1);
+  std::vector<bool> returned(nv, false);
+  for (int i = 0; i < n; ++i)
+    for (ir::ValueId v : nodes[i].inputs) last_use[v] = i;
+  for (ir::ValueId v : g.outputs()) returned[v] = true;
+
+  // Donations.
+  std::vector<bool> in_donated_buffer(nv, false), input_taken(g.inputs().size(), false);
+  std::vector<bool> output_taken(g.outputs().size(), false);
+  for (auto [in, out] : donations) {
+    KILN_CHECK(in >= 0 && in < int(g.inputs().size()) && out >= 0 && out < int(g.outputs().size()),
+               "memory plan: donation (input ", in, ", output ", out, ") is out of range: the graph has ",
+               g.inputs().size(), " inputs and ", g.outputs().size(), " outputs");
+    ir::ValueId x = g.inputs()[in], y = g.outputs()[out];
+    int def = g.values()[y].node;
+    bool first_position = std::find(g.outputs().begin(), g.outputs().end(), y) - g.outputs().begin() == out;
+    if (input_taken[in] || output_taken[out] || in_donated_buffer[y] || def < 0 || returned[x] ||
+        !first_position || g.type(x).dtype != g.type(y).dtype || plan.bytes[x] != plan.bytes[y])
+      continue;
+    bool dead_before = last_use[x] < def;
+    bool in_place = last_use[x] == def && element_aligned(nodes[def]) && g.type(x) == g.type(y);
+    if (!dead_before && !in_place) continue;
+    input_taken[in] = output_taken[out] = true;
+    in_donated_buffer[y] = true;
+    plan.donated.push_back({in, out});
+  }
+
+  // The arena holds every value a node defines, except outputs placed elsewhere.
+  auto planned = [&](ir::ValueId v) {
+    return !in_donated_buffer[v] && (options.outputs_in_arena || !returned[v]);
+  };
+  Arena arena;
+  std::vector<std::vector<ir::ValueId>> dies_at(n);
+  for (int i = 0; i < n; ++i) {
+    for (ir::ValueId v : nodes[i].outputs) {
+      if (!planned(v)) continue;
+      int64_t size = aligned(plan.bytes[v]);
+      plan.naive_bytes += size;
+      plan.offsets[v] = size ? arena.allocate(size) : 0;
+      if (!returned[v] && size) dies_at[std::max(i, last_use[v])].push_back(v);
+    }
+    // After the node ran, its inputs read for the last time (and its unread
+    // outputs) are free for later nodes.
+    for (ir::ValueId v : dies_at[i]) arena.release(plan.offsets[v], aligned(plan.bytes[v]));
+  }
+  plan.peak_bytes = arena.size();
+  return plan;
+}
+
+}  // namespace kiln::compiler

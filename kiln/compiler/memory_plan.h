@@ -1,0 +1,59 @@
+// Memory planning: where each value of a program lives.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::compiler {
+
+struct PlanOptions {
+  // Graph outputs get arena offsets too. An executor that hands outputs to
+  // the caller in buffers of their own turns this off, so the arena holds
+  // only intermediates.
+  bool outputs_in_arena = true;
+};
+
+struct MemoryPlan {
+  static constexpr int64_t kAlignment = 64;  // bytes; every offset is a multiple
+
+  // Per value id: its arena offset in bytes, or -1 when it is not in the
+  // arena (graph inputs, outputs written into a donated input's buffer,
+  // outputs when !outputs_in_arena).
+  std::vector<int64_t> offsets;
+  // Per value id: its size in bytes.
+  std::vector<int64_t> bytes;
+  // The (graph input, graph output) donations honoured: the output is
+  // written into that input's buffer.
+  std::vector<std::pair<int, int>> donated;
+  int64_t peak_bytes = 0;   // the arena size
+  int64_t naive_bytes = 0;  // every arena value in a buffer of its own (aligned sizes)
+
+  bool in_arena(ir::ValueId v) const { return offsets.at(v) >= 0; }
+  // The arena offset of `v`; a value outside the arena is a kiln::Error.
+  int64_t offset_of(ir::ValueId v) const;
+};
+
+// Plans the arena by liveness over node order: a value lives from the node
+// that defines it to the last node that reads it (to the end for graph
+// outputs); values live at the same time never overlap, and freed space is
+// reused best-fit. A node's outputs never share memory with its inputs.
+//
+// `donations` lists (graph input index, graph output index) pairs whose
+// buffers the caller lets alias. One is honoured when the input and output
+// have the same dtype and byte size, the input is not itself returned, the
+// output is computed by a node (and is the first position of that value in
+// the outputs), and the input is read for the last time before the node
+// that computes the output, or by that node itself when the node is
+// element-aligned: an elementwise op (or fused elementwise node) with one
+// output of exactly the input's type, which reads element i of the input
+// before writing element i of the output. Kernels of such nodes must allow
+// the output to alias that input.
+//
+// v1: view ops (FusionClass::view) get buffers of their own, like any op;
+// they do not alias their input.
+MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>>& donations,
+                       const PlanOptions& options = {});
+
+}  // namespace kiln::compiler

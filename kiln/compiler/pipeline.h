@@ -1,0 +1,24 @@
+// The optimization pipeline: simplify -> cse -> dce -> fuse.
+#pragma once
+#include <string>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::compiler {
+
+struct PassOptions {
+  bool simplify = true;
+  bool cse = true;
+  bool dce = true;
+  bool fuse = true;
+};
+
+// "simplify=1,cse=1,dce=1,fuse=1": part of the compile cache's options
+// fingerprint, so programs built with other passes never collide.
+std::string to_string(const PassOptions& o);
+
+// Runs the enabled passes in order. Graph inputs and outputs keep their
+// order, meaning and types.
+ir::Graph optimize(const ir::Graph& g, const PassOptions& options);
+
+}  // namespace kiln::compiler

@@ -1,0 +1,167 @@
+#include "kiln/compiler/memory_plan.h"
+
+#include "kiln/base/error.h"
+#include "kiln/compiler/pipeline.h"
+#include "tests/compiler/pass_test_util.h"
+#include "tests/compiler/random_graphs.h"
+
+namespace kiln::compiler::test {
+namespace {
+
+// A chain of `n` elementwise ops over f32[1024] (4096 bytes each).
+std::string chain(int n) {
+  std::string s = "graph(%0: f32[1024]) {\n";
+  for (int i = 1; i <= n; ++i) s += cat("  %", i, ": f32[1024] = ", i % 2 ? "exp" : "neg", "(%", i - 1, ")\n");
+  return s + cat("  return %", n, "\n}\n");
+}
+
+// Checks the plan's invariants against liveness computed here: offsets are
+// aligned, inside the arena, and values alive at the same node are disjoint.
+void check_plan(const ir::Graph& g, const MemoryPlan& plan) {
+  const auto& nodes = g.nodes();
+  int n = int(nodes.size());
+  std::vector<int> def(g.values().size(), -1), last(g.values().size(), -1);
+  for (int i = 0; i < n; ++i) {
+    for (ir::ValueId v : nodes[i].outputs) def[v] = last[v] = i;
+    for (ir::ValueId v : nodes[i].inputs) last[v] = std::max(last[v], i);
+  }
+  for (ir::ValueId v : g.outputs()) last[v] = n;
+  std::vector<ir::ValueId> arena;
+  for (size_t v = 0; v < g.values().size(); ++v) {
+    if (!plan.in_arena(ir::ValueId(v))) continue;
+    EXPECT_GE(def[v], 0) << "graph input %" << v << " is in the arena";
+    EXPECT_EQ(plan.offsets[v] % MemoryPlan::kAlignment, 0) << "%" << v;
+    EXPECT_LE(plan.offsets[v] + plan.bytes[v], plan.peak_bytes) << "%" << v;
+    arena.push_back(ir::ValueId(v));
+  }
+  for (ir::ValueId a : arena)
+    for (ir::ValueId b : arena) {
+      if (a >= b || plan.bytes[a] == 0 || plan.bytes[b] == 0) continue;
+      bool live_together = def[a] <= last[b] && def[b] <= last[a];
+      bool overlap = plan.offsets[a] < plan.offsets[b] + plan.bytes[b] &&
+                     plan.offsets[b] < plan.offsets[a] + plan.bytes[a];
+      EXPECT_FALSE(live_together && overlap) << "%" << a << " and %" << b << " overlap";
+    }
+}
+
+TEST(MemoryPlan, AChainReusesTwoBuffers) {
+  ir::Graph g = ir_graph(chain(8));
+  MemoryPlan plan = plan_memory(g, {});
+  check_plan(g, plan);
+  EXPECT_EQ(plan.naive_bytes, 8 * 4096);
+  EXPECT_EQ(plan.peak_bytes, 2 * 4096);
+  EXPECT_FALSE(plan.in_arena(0));
+  EXPECT_TRUE(plan.donated.empty());
+}
+
+TEST(MemoryPlan, OffsetsAreAligned) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[3]) {
+      %1: f32[3] = exp(%0)
+      %2: f64[3] = cast(%1) {dtype=f64}
+      %3: f32[3] = neg(%1)
+      return %2, %3
+    })");
+  MemoryPlan plan = plan_memory(g, {});
+  check_plan(g, plan);
+  EXPECT_EQ(plan.bytes[2], 24);
+  EXPECT_EQ(plan.naive_bytes, 3 * 64);
+  EXPECT_EQ(plan.peak_bytes, 3 * 64);  // all three live at once
+}
+
+TEST(MemoryPlan, DiamondsAndMultipleOutputsDoNotOverlap) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[64], %1: f32[64,64]) {
+      %2: f32[64] = exp(%0)
+      %3: f32[32], %4: f32[32] = split(%2) {sizes=[32,32]}
+      %5: f32[32] = neg(%3)
+      %6: f32[64,64] = mul(%1, %2)
+      %7: f32[64] = sum(%6) {axes=[0]}
+      %8: f32[32] = add(%5, %4)
+      %9: f32[64,64] = exp(%6)
+      %10: f32[64] = max(%9) {axes=[1]}
+      %11: f32[64] = add(%10, %7)
+      return %11, %8
+    })");
+  MemoryPlan plan = plan_memory(g, {});
+  check_plan(g, plan);
+  EXPECT_LT(plan.peak_bytes, plan.naive_bytes);
+}
+
+TEST(MemoryPlan, RandomGraphsNeverOverlapLiveValues) {
+  for (uint32_t seed = 0; seed < 100; ++seed) {
+    ir::Graph g = random_graph(seed);
+    for (const ir::Graph& h : {g, optimize(g, {})}) {
+      std::vector<std::pair<int, int>> donations{{0, 0}, {1, 1}, {3, 2}};
+      MemoryPlan plan = plan_memory(h, donations);
+      check_plan(h, plan);
+      EXPECT_LE(plan.peak_bytes, plan.naive_bytes);
+      check_plan(h, plan_memory(h, donations, {.outputs_in_arena = false}));
+    }
+  }
+}
+
+TEST(MemoryPlan, OutputsCanLiveOutsideTheArena) {
+  ir::Graph g = ir_graph(chain(8));
+  MemoryPlan plan = plan_memory(g, {}, {.outputs_in_arena = false});
+  check_plan(g, plan);
+  EXPECT_FALSE(plan.in_arena(g.outputs()[0]));
+  EXPECT_EQ(plan.naive_bytes, 7 * 4096);
+  EXPECT_EQ(plan.peak_bytes, 2 * 4096);
+  EXPECT_THROW(plan.offset_of(g.outputs()[0]), Error);
+}
+
+TEST(MemoryPlan, ADonatedInputHoldsAnElementwiseOutputInPlace) {
+  // w - lr * g: the update may overwrite w.
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[256], %1: f32[256]) {
+      %2: f32[] = full() {shape=[], value=0.1}
+      %3: f32[256] = mul(%1, %2)
+      %4: f32[256] = sub(%0, %3)
+      return %4
+    })");
+  MemoryPlan plan = plan_memory(g, {{0, 0}});
+  check_plan(g, plan);
+  EXPECT_EQ(plan.donated, (std::vector<std::pair<int, int>>{{0, 0}}));
+  EXPECT_FALSE(plan.in_arena(g.outputs()[0]));
+  // The gradient is read for the last time by mul, before sub runs: also fine.
+  MemoryPlan other = plan_memory(g, {{1, 0}});
+  EXPECT_EQ(other.donated, (std::vector<std::pair<int, int>>{{1, 0}}));
+}
+
+TEST(MemoryPlan, DonationsNeedMatchingTypesAndADeadInput) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[16], %1: f32[4,4], %2: f64[16], %3: f32[8]) {
+      %4: f32[16] = exp(%0)
+      %5: f32[4,4] = matmul(%1, %1)
+      %6: f32[16] = neg(%4)
+      %7: f32[16] = add(%6, %0)
+      return %7, %5, %4
+    })");
+  auto donated = [&](int in, int out) { return !plan_memory(g, {{in, out}}).donated.empty(); };
+  EXPECT_FALSE(donated(0, 2));  // %0 is still read by add after exp wrote %4
+  EXPECT_TRUE(donated(0, 0));   // add reads %0 last and is element-aligned
+  EXPECT_FALSE(donated(1, 1));  // matmul is not element-aligned
+  EXPECT_FALSE(donated(2, 0));  // dtype differs
+  EXPECT_FALSE(donated(3, 0));  // byte size differs
+  EXPECT_TRUE(donated(1, 0));   // 64 bytes, f32, last read before add: reshaping is fine
+  EXPECT_THROW(plan_memory(g, {{4, 0}}), Error);
+  EXPECT_THROW(plan_memory(g, {{0, 3}}), Error);
+  // One input, one output at most.
+  MemoryPlan both = plan_memory(g, {{0, 0}, {1, 0}});
+  EXPECT_EQ(both.donated, (std::vector<std::pair<int, int>>{{0, 0}}));
+  check_plan(g, both);
+}
+
+TEST(MemoryPlan, AReturnedInputIsNotDonated) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[16]) {
+      %1: f32[16] = exp(%0)
+      return %1, %0
+    })");
+  EXPECT_TRUE(plan_memory(g, {{0, 0}}).donated.empty());
+  EXPECT_TRUE(plan_memory(g, {{0, 1}}).donated.empty());  // output 1 is the input itself
+}
+
+}  // namespace
+}  // namespace kiln::compiler::test
