@@ -1,0 +1,166 @@
+#include "kiln/runtime/cache_dir.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "kiln/base/error.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// The files the cache makes: "<key>.kce", "<key>.kce.lock", ".<key>.kce.tmpXXXXXX".
+bool is_entry(std::string_view name) { return !name.starts_with('.') && name.ends_with(".kce"); }
+bool is_lock(std::string_view name) { return name.ends_with(".kce.lock"); }
+bool is_temp(std::string_view name) {
+  return name.starts_with('.') && name.find(".kce.tmp") != std::string_view::npos;
+}
+
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(n);
+  }
+  return true;
+}
+
+// Reads up to `limit` bytes of an open file.
+bool read_upto(int fd, size_t limit, std::string& out) {
+  out.resize(limit);
+  size_t have = 0;
+  while (have < limit) {
+    ssize_t n = ::read(fd, out.data() + have, limit - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) break;
+    have += n;
+  }
+  out.resize(have);
+  return true;
+}
+
+}  // namespace
+
+std::string prepare_cache_dir(const std::string& path) {
+  if (path.empty()) return "no directory given";
+  std::error_code ec;
+  fs::path p(path);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return errno_text("cannot create " + path);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return errno_text("cannot stat " + path);
+  if (!S_ISDIR(st.st_mode)) return path + " is not a directory";
+  if (st.st_uid != ::geteuid()) return path + " belongs to another user";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH))) return path + " is writable by other users";
+  if (::access(path.c_str(), R_OK | W_OK | X_OK) != 0) return errno_text("cannot write " + path);
+  return "";
+}
+
+CacheDir::ReadResult CacheDir::read(const std::string& name) const {
+  ReadResult r;
+  int fd = ::open(file(name).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) r.error = errno_text("cannot open " + file(name));
+    return r;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !read_upto(fd, st.st_size, r.bytes)) {
+    r.error = errno_text("cannot read " + file(name));
+  } else {
+    r.found = true;
+    r.id = {st.st_dev, st.st_ino};
+  }
+  ::close(fd);
+  return r;
+}
+
+std::string CacheDir::publish(const std::string& name, std::string_view bytes) const {
+  std::string tmp = path_ + "/." + name + ".tmpXXXXXX";
+  int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return errno_text("cannot create a file in " + path_);
+  bool ok = write_all(fd, bytes) && ::fsync(fd) == 0;
+  std::string error = ok ? "" : errno_text("cannot write " + tmp);
+  if (::close(fd) != 0 && ok) error = errno_text("cannot write " + tmp);
+  if (error.empty() && ::rename(tmp.c_str(), file(name).c_str()) != 0) {
+    error = errno_text("cannot rename " + tmp + " to " + file(name));
+  }
+  if (!error.empty()) ::unlink(tmp.c_str());
+  return error;
+}
+
+void CacheDir::remove_if_same(const std::string& name, FileId id) const {
+  // A small window remains between stat and unlink; losing that race deletes
+  // a good entry, which costs a recompile, never a wrong result.
+  struct stat st;
+  if (::stat(file(name).c_str(), &st) == 0 && st.st_dev == id.dev && st.st_ino == id.ino) {
+    ::unlink(file(name).c_str());
+  }
+}
+
+CacheDir::Lock::~Lock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
+}
+
+CacheDir::Lock CacheDir::lock(const std::string& name) const {
+  int fd = ::open(file(name + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Lock();
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      ::close(fd);
+      return Lock();
+    }
+  }
+  return Lock(fd);
+}
+
+CacheDir::Usage CacheDir::usage(const EntryIdentity& identity) const {
+  Usage u;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(path_, ec)) {
+    std::string name = e.path().filename().string();
+    if (!is_entry(name)) continue;
+    int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // removed since the listing
+    struct stat st;
+    std::string head;
+    if (::fstat(fd, &st) == 0 && read_upto(fd, 1 << 16, head)) {
+      ++u.entries;
+      u.bytes += st.st_size;
+      EntryStatus s = parse_header(head, identity).status;
+      u.stale += s == EntryStatus::stale;
+      u.corrupt += s == EntryStatus::corrupt;
+    }
+    ::close(fd);
+  }
+  return u;
+}
+
+CacheDir::Usage CacheDir::clear() const {
+  Usage u;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(path_, ec)) {
+    std::string name = e.path().filename().string();
+    if (!is_entry(name) && !is_lock(name) && !is_temp(name)) continue;
+    struct stat st;
+    if (::stat(e.path().c_str(), &st) != 0 || ::unlink(e.path().c_str()) != 0) continue;
+    if (is_entry(name)) {
+      ++u.entries;
+      u.bytes += st.st_size;
+    }
+  }
+  return u;
+}
+
+}  // namespace kiln

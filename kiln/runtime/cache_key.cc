@@ -1,0 +1,17 @@
+#include "kiln/runtime/cache_key.h"
+
+#include "kiln/base/error.h"
+
+namespace kiln {
+
+std::string entry_name(const CacheKey& key) {
+  bool ok = !key.kind.empty() && key.kind.size() <= 64;
+  for (char c : key.kind) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+  }
+  KILN_CHECK(ok, "compile cache: kind '", key.kind,
+             "' must be 1-64 characters of [A-Za-z0-9_] (it is part of the entry's file name)");
+  return ir::to_string(key.fingerprint) + "-" + key.kind + ".kce";
+}
+
+}  // namespace kiln
