@@ -1,8 +1,7 @@
-// Elementwise kernels: one functor per op over the strided map engine.
+// Elementwise kernels: the functors of elementwise_ops.h over the strided
+// map engine.
 // 16-bit floats compute in f32; integer ops compute in their own type.
-#include <cmath>
-#include <numbers>
-
+#include "kiln/backend/cpu/elementwise_ops.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
@@ -31,34 +30,6 @@ void visit_numeric(DType t, const char* op, F&& f) {
   }
 }
 
-// Unary functors; T is the compute type (float, double or an integer).
-struct Neg { template <class T> T operator()(T x) const { return -x; } };
-struct Abs { template <class T> T operator()(T x) const { return x < 0 ? -x : x; } };
-struct Square { template <class T> T operator()(T x) const { return x * x; } };
-struct Sign { template <class T> T operator()(T x) const { return T((x > 0) - (x < 0)); } };
-struct Exp { template <class T> T operator()(T x) const { return std::exp(x); } };
-struct Log { template <class T> T operator()(T x) const { return std::log(x); } };
-struct Sqrt { template <class T> T operator()(T x) const { return std::sqrt(x); } };
-struct Rsqrt { template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
-struct Reciprocal { template <class T> T operator()(T x) const { return T(1) / x; } };
-struct Tanh { template <class T> T operator()(T x) const { return std::tanh(x); } };
-struct Sigmoid { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
-struct Silu { template <class T> T operator()(T x) const { return x / (T(1) + std::exp(-x)); } };
-struct Sin { template <class T> T operator()(T x) const { return std::sin(x); } };
-struct Cos { template <class T> T operator()(T x) const { return std::cos(x); } };
-struct Erf { template <class T> T operator()(T x) const { return std::erf(x); } };
-struct GeluErf {
-  template <class T> T operator()(T x) const {
-    return T(0.5) * x * (T(1) + std::erf(x * T(1 / std::numbers::sqrt2)));
-  }
-};
-struct GeluTanh {
-  template <class T> T operator()(T x) const {
-    const T k = T(std::sqrt(2 / std::numbers::pi));
-    return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-  }
-};
-
 template <class F>
 void float_unary(const KernelArgs& a) {
   visit_floating(a.in[0].dtype, a.op.name.c_str(), [&](auto tag) {
@@ -80,31 +51,10 @@ void gelu(const KernelArgs& a) {
   else float_unary<GeluErf>(a);
 }
 
-void logical_not(const KernelArgs& a) {
-  map<bool, bool>(a.out[0], [](bool x) { return !x; }, {&a.in[0]});
+template <class F>
+void logical_unary(const KernelArgs& a) {
+  map<bool, bool>(a.out[0], F{}, {&a.in[0]});
 }
-
-// Binary functors.
-struct Add { template <class T> T operator()(T x, T y) const { return x + y; } };
-struct Sub { template <class T> T operator()(T x, T y) const { return x - y; } };
-struct Mul { template <class T> T operator()(T x, T y) const { return x * y; } };
-struct Div { template <class T> T operator()(T x, T y) const { return x / y; } };
-struct Pow { template <class T> T operator()(T x, T y) const { return std::pow(x, y); } };
-// NaN propagates, as in torch.maximum.
-struct Maximum {
-  template <class T> T operator()(T x, T y) const { return x != x ? x : (y != y ? y : (x > y ? x : y)); }
-};
-struct Minimum {
-  template <class T> T operator()(T x, T y) const { return x != x ? x : (y != y ? y : (x < y ? x : y)); }
-};
-struct Eq { template <class T> bool operator()(T x, T y) const { return x == y; } };
-struct Ne { template <class T> bool operator()(T x, T y) const { return x != y; } };
-struct Lt { template <class T> bool operator()(T x, T y) const { return x < y; } };
-struct Le { template <class T> bool operator()(T x, T y) const { return x <= y; } };
-struct Gt { template <class T> bool operator()(T x, T y) const { return x > y; } };
-struct Ge { template <class T> bool operator()(T x, T y) const { return x >= y; } };
-struct And { bool operator()(bool x, bool y) const { return x && y; } };
-struct Or { bool operator()(bool x, bool y) const { return x || y; } };
 
 template <class F>
 void numeric_binary(const KernelArgs& a) {
@@ -148,39 +98,23 @@ void where(const KernelArgs& a) {
 }
 
 constexpr DeviceKind kCpu = DeviceKind::cpu;
+#define KILN_KERNEL(family, op, F) {kCpu, #op, {family<F>, true}},
+#define KILN_NUMERIC_UNARY(op, F) KILN_KERNEL(numeric_unary, op, F)
+#define KILN_FLOAT_UNARY(op, F) KILN_KERNEL(float_unary, op, F)
+#define KILN_LOGICAL_UNARY(op, F) KILN_KERNEL(logical_unary, op, F)
+#define KILN_NUMERIC_BINARY(op, F) KILN_KERNEL(numeric_binary, op, F)
+#define KILN_FLOAT_BINARY(op, F) KILN_KERNEL(float_binary, op, F)
+#define KILN_COMPARE(op, F) KILN_KERNEL(compare, op, F)
+#define KILN_LOGICAL_BINARY(op, F) KILN_KERNEL(logical, op, F)
 const KernelRegistrar registrations[] = {
-    {kCpu, "neg", {numeric_unary<Neg>, true}},
-    {kCpu, "abs", {numeric_unary<Abs>, true}},
-    {kCpu, "square", {numeric_unary<Square>, true}},
-    {kCpu, "sign", {numeric_unary<Sign>, true}},
-    {kCpu, "exp", {float_unary<Exp>, true}},
-    {kCpu, "log", {float_unary<Log>, true}},
-    {kCpu, "sqrt", {float_unary<Sqrt>, true}},
-    {kCpu, "rsqrt", {float_unary<Rsqrt>, true}},
-    {kCpu, "reciprocal", {float_unary<Reciprocal>, true}},
-    {kCpu, "tanh", {float_unary<Tanh>, true}},
-    {kCpu, "sigmoid", {float_unary<Sigmoid>, true}},
-    {kCpu, "silu", {float_unary<Silu>, true}},
+    KILN_NUMERIC_UNARY_OPS(KILN_NUMERIC_UNARY)
+    KILN_FLOAT_UNARY_OPS(KILN_FLOAT_UNARY)
+    KILN_LOGICAL_UNARY_OPS(KILN_LOGICAL_UNARY)
+    KILN_NUMERIC_BINARY_OPS(KILN_NUMERIC_BINARY)
+    KILN_FLOAT_BINARY_OPS(KILN_FLOAT_BINARY)
+    KILN_COMPARE_OPS(KILN_COMPARE)
+    KILN_LOGICAL_BINARY_OPS(KILN_LOGICAL_BINARY)
     {kCpu, "gelu", {gelu, true}},
-    {kCpu, "sin", {float_unary<Sin>, true}},
-    {kCpu, "cos", {float_unary<Cos>, true}},
-    {kCpu, "erf", {float_unary<Erf>, true}},
-    {kCpu, "logical_not", {logical_not, true}},
-    {kCpu, "add", {numeric_binary<Add>, true}},
-    {kCpu, "sub", {numeric_binary<Sub>, true}},
-    {kCpu, "mul", {numeric_binary<Mul>, true}},
-    {kCpu, "div", {float_binary<Div>, true}},
-    {kCpu, "pow", {float_binary<Pow>, true}},
-    {kCpu, "maximum", {numeric_binary<Maximum>, true}},
-    {kCpu, "minimum", {numeric_binary<Minimum>, true}},
-    {kCpu, "eq", {compare<Eq>, true}},
-    {kCpu, "ne", {compare<Ne>, true}},
-    {kCpu, "lt", {compare<Lt>, true}},
-    {kCpu, "le", {compare<Le>, true}},
-    {kCpu, "gt", {compare<Gt>, true}},
-    {kCpu, "ge", {compare<Ge>, true}},
-    {kCpu, "logical_and", {logical<And>, true}},
-    {kCpu, "logical_or", {logical<Or>, true}},
     {kCpu, "where", {where, true}},
 };
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/backend/cpu/scalar.h"
 #include "kiln/base/dtype.h"
 #include "kiln/runtime/kernel.h"
 
@@ -95,30 +96,16 @@ void for_each_row(const StridedOperands<N>& ops, Row&& row) {
   });
 }
 
-// The type arithmetic runs in: f32 for 16-bit floats, the type itself otherwise.
-template <class T> struct compute_type { using type = T; };
-template <> struct compute_type<bf16> { using type = float; };
-template <> struct compute_type<f16> { using type = float; };
-template <class T> using compute_t = typename compute_type<T>::type;
-
 template <class T>
 inline compute_t<T> load(const char* p) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    uint16_t b;
-    std::memcpy(&b, p, 2);
-    return bits_float(uint32_t(b) << 16);
-  } else {
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    return static_cast<compute_t<T>>(v);
-  }
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return widen(v);
 }
 
 template <class T, class C>
 inline void store(char* p, C v) {
-  T t;
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) t = T(static_cast<float>(v));
-  else t = static_cast<T>(v);
+  T t = narrow<T>(v);
   std::memcpy(p, &t, sizeof(T));
 }
 

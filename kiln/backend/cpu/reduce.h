@@ -1,27 +1,22 @@
 // The reduction engine of CPU kernels: folds a strided input over a set of
-// axes with a caller-given operation, one result per kept position.
+// axes with a caller-given operation (fold.h), one result per kept position.
 //
-// Every result is computed in ONE canonical order, whatever the layout of
-// the input, the loop strategy or the thread count: the reduced elements,
-// taken row-major over the reduced axes, are cut into fixed chunks of
-// kChunk; inside a chunk element r goes to lane r % kLanes (each lane folds
-// in order), the lanes fold as a fixed tree, and the chunk results fold in
-// chunk order. Lanes make contiguous inner loops vectorise; chunks let a
-// long reduction with few results run in parallel. Sums are therefore the
-// same bits eagerly (over views) and in graphs (over copies).
+// Every result is computed in the ONE canonical order of fold.h, whatever
+// the layout of the input, the loop strategy or the thread count. Lanes make
+// contiguous inner loops vectorise; chunks let a long reduction with few
+// results run in parallel. Sums are therefore the same bits eagerly (over
+// views), in graphs (over copies) and in fused kernels.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <vector>
 
+#include "kiln/backend/cpu/fold.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/base/dtype.h"
 #include "kiln/runtime/kernel.h"
 
 namespace kiln::cpu {
-
-inline constexpr int kLanes = 32;
-inline constexpr int64_t kChunk = 4096;  // a multiple of kLanes
 
 // The input split into kept axes (one result per position, row-major, as
 // the contiguous output) and reduced axes. Size-1 axes are dropped and
@@ -76,15 +71,7 @@ class Cursor {
   int64_t offset_;
 };
 
-// The value arithmetic runs in: f32 for 16-bit floats.
-template <class T> inline auto value(T x) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) return static_cast<float>(x);
-  else return x;
-}
-
-// Op: { Acc identity; Acc combine(Acc, Acc); Acc load(T x, int64_t out) }.
-// combine need not be associative (float sums): the canonical order fixes
-// the result. load may depend on the output (e.g. subtract its maximum).
+// Op as in fold.h; load may depend on the output (e.g. subtract its maximum).
 template <class T, class Acc, class Op>
 class Reducer {
  public:
@@ -120,11 +107,8 @@ class Reducer {
     }
     if (chunks > 1) {
       parallel_for(outputs, grain(chunks), [&](int64_t b, int64_t e) {
-        for (int64_t o = b; o < e; ++o) {
-          Acc acc = op_.identity;
-          for (int64_t c = 0; c < chunks; ++c) acc = op_.combine(acc, partial[o * chunks + c]);
-          result[o] = acc;
-        }
+        for (int64_t o = b; o < e; ++o)
+          result[o] = combine_chunks(op_, partial.data() + o * chunks, chunks);
       });
     }
     return result;
@@ -145,11 +129,6 @@ class Reducer {
            !p_.reduced.empty() && p_.reduced_strides.back() != 1;
   }
 
-  void fold_lanes(Acc* lanes) const {
-    for (int w = kLanes / 2; w >= 1; w /= 2)
-      for (int j = 0; j < w; ++j) lanes[j] = op_.combine(lanes[j], lanes[j + w]);
-  }
-
   std::pair<int64_t, int64_t> chunk_range(int64_t c) const {
     return {c * kChunk, std::min(p_.length(), (c + 1) * kChunk)};
   }
@@ -166,32 +145,16 @@ class Reducer {
       // A run along the innermost reduced axis.
       int64_t col = r % m0, n = std::min(m0 - col, end - r);
       const T* p = base + offset_of(r - col, p_.reduced, p_.reduced_strides) + col * s0;
-      fold_run(lanes.data(), p, s0, n, int(r % kLanes), o);
+      // Separate loads for a contiguous run so that the compiler vectorises it.
+      if (s0 == 1)
+        fold_run(op_, lanes.data(), n, int(r % kLanes), [&](int64_t i) { return op_.load(p[i], o); });
+      else
+        fold_run(op_, lanes.data(), n, int(r % kLanes),
+                 [&](int64_t i) { return op_.load(p[i * s0], o); });
       r += n;
     }
-    fold_lanes(lanes.data());
+    fold_lanes(op_, lanes.data());
     return lanes[0];
-  }
-
-  void fold_run(Acc* lanes, const T* p, int64_t s, int64_t n, int lane, int64_t o) const {
-    int64_t i = 0;
-    for (; i < n && lane != 0; ++i, lane = (lane + 1) % kLanes)
-      lanes[lane] = op_.combine(lanes[lane], op_.load(p[i * s], o));
-    // The lanes are independent, so `omp simd` only asks for what the
-    // compiler may do anyway (it can misjudge the profit without it).
-    if (s == 1) {
-      for (; i + kLanes <= n; i += kLanes) {
-#pragma omp simd
-        for (int j = 0; j < kLanes; ++j) lanes[j] = op_.combine(lanes[j], op_.load(p[i + j], o));
-      }
-    } else {
-      for (; i + kLanes <= n; i += kLanes) {
-#pragma omp simd
-        for (int j = 0; j < kLanes; ++j)
-          lanes[j] = op_.combine(lanes[j], op_.load(p[(i + j) * s], o));
-      }
-    }
-    for (int j = 0; i < n; ++i, ++j) lanes[j] = op_.combine(lanes[j], op_.load(p[i * s], o));
   }
 
   // Folds chunk c of outputs [o0, o0 + nb), which are neighbours along the
@@ -210,7 +173,7 @@ class Reducer {
     for (int64_t b = 0; b < nb; ++b) {
       std::array<Acc, kLanes> col;
       for (int j = 0; j < kLanes; ++j) col[j] = lanes[j][b];
-      fold_lanes(col.data());
+      fold_lanes(op_, col.data());
       dst[(o0 + b) * chunks + c] = col[0];
     }
   }
@@ -219,6 +182,18 @@ class Reducer {
   const T* in_;
   const Op& op_;
 };
+
+// out[o] = finish(o), stored as the output's dtype.
+template <class F>
+void write_results(const TensorRef& out, F finish) {
+  visit_dtype(out.dtype, [&](auto tag) {
+    using O = decltype(tag);
+    O* p = out.ptr<O>();
+    parallel_for(out.numel(), 65536, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) p[o] = narrow<O>(finish(o));
+    });
+  });
+}
 
 template <class T, class Acc, class Op>
 std::vector<Acc> reduce(const ReducePlan& plan, const TensorRef& in, const Op& op) {

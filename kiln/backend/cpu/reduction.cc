@@ -13,39 +13,6 @@
 namespace kiln::cpu {
 namespace {
 
-// Accumulator of sums: f32 for floats up to 32 bits, f64 for f64, i64 for
-// integers and bools (counts).
-template <class T> struct sum_acc { using type = int64_t; };
-template <> struct sum_acc<float> { using type = float; };
-template <> struct sum_acc<bf16> { using type = float; };
-template <> struct sum_acc<f16> { using type = float; };
-template <> struct sum_acc<double> { using type = double; };
-template <class T> using sum_acc_t = typename sum_acc<T>::type;
-
-template <class T, class Acc>
-struct SumOp {
-  Acc identity = 0;
-  Acc combine(Acc a, Acc b) const { return a + b; }
-  Acc load(T x, int64_t) const { return static_cast<Acc>(value(x)); }
-};
-
-// Max or min; a NaN anywhere gives NaN, as torch.amax does.
-template <class T, bool kMax>
-struct ExtremumOp {
-  using C = compute_t<T>;
-  static C start() {
-    using L = std::numeric_limits<C>;
-    if constexpr (L::has_infinity) return kMax ? -L::infinity() : L::infinity();
-    else return kMax ? L::lowest() : L::max();
-  }
-  C identity = start();
-  C combine(C a, C b) const {
-    bool take = (kMax ? b > a : b < a) | (b != b);  // | keeps it branch-free
-    return take ? b : a;
-  }
-  C load(T x, int64_t) const { return value(x); }
-};
-
 // x -> f(x - shift[out]) summed: the second pass of logsumexp and var.
 template <class T, class F>
 struct ShiftedSumOp {
@@ -54,7 +21,7 @@ struct ShiftedSumOp {
   F f;
   C identity = 0;
   C combine(C a, C b) const { return a + b; }
-  C load(T x, int64_t o) const { return f(value(x) - shift[o]); }
+  C load(T x, int64_t o) const { return f(widen(x) - shift[o]); }
 };
 template <class T, class F>
 ShiftedSumOp<T, F> shifted_sum(const std::vector<compute_t<T>>& shift, F f) {
@@ -82,25 +49,6 @@ void visit_numeric(DType t, F&& f) {
   });
 }
 
-// A value in the storage type T (16-bit floats round to nearest even).
-template <class T, class C>
-inline T narrow(C v) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
-
-// out[o] = finish(o), stored as the output's dtype.
-template <class F>
-void write(const TensorRef& out, F finish) {
-  visit_dtype(out.dtype, [&](auto tag) {
-    using O = decltype(tag);
-    O* p = out.ptr<O>();
-    parallel_for(out.numel(), 65536, [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) p[o] = narrow<O>(finish(o));
-    });
-  });
-}
-
 // Per-output sums of exp(x - shift[o]).
 template <class T>
 std::vector<compute_t<T>> exp_sums(const ReducePlan& plan, const TensorRef& in,
@@ -123,7 +71,7 @@ void sum_kernel(const KernelArgs& a) {
   visit_dtype(a.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     auto s = reduce<T, sum_acc_t<T>>(plan, a.in[0], SumOp<T, sum_acc_t<T>>{});
-    write(a.out[0], [&](int64_t o) { return s[o]; });
+    write_results(a.out[0], [&](int64_t o) { return s[o]; });
   });
 }
 
@@ -134,7 +82,7 @@ void mean_kernel(const KernelArgs& a) {
     using Acc = sum_acc_t<T>;
     auto s = reduce<T, Acc>(plan, a.in[0], SumOp<T, Acc>{});
     Acc n = Acc(plan.length());
-    write(a.out[0], [&](int64_t o) { return s[o] / n; });
+    write_results(a.out[0], [&](int64_t o) { return s[o] / n; });
   });
 }
 
@@ -144,7 +92,7 @@ void extremum_kernel(const KernelArgs& a) {
   visit_numeric(a.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     auto m = reduce<T, compute_t<T>>(plan, a.in[0], ExtremumOp<T, kMax>{});
-    write(a.out[0], [&](int64_t o) { return m[o]; });
+    write_results(a.out[0], [&](int64_t o) { return m[o]; });
   });
 }
 
@@ -154,7 +102,7 @@ void logsumexp_kernel(const KernelArgs& a) {
     using T = decltype(tag);
     auto shift = stable_shift<T>(plan, a.in[0]);
     auto s = exp_sums<T>(plan, a.in[0], shift);
-    write(a.out[0], [&](int64_t o) { return shift[o] + std::log(s[o]); });
+    write_results(a.out[0], [&](int64_t o) { return shift[o] + std::log(s[o]); });
   });
 }
 
@@ -170,7 +118,7 @@ void var_kernel(const KernelArgs& a) {
     auto dev = reduce<T, C>(plan, a.in[0], shifted_sum<T>(mean, [](auto d) { return d * d; }));
     // As torch.var: a non-positive denominator gives inf or NaN.
     C denom = std::max<C>(0, n - C(a.attrs.i("correction")));
-    write(a.out[0], [&](int64_t o) { return dev[o] / denom; });
+    write_results(a.out[0], [&](int64_t o) { return dev[o] / denom; });
   });
 }
 
@@ -193,7 +141,7 @@ void argmax_kernel(const KernelArgs& a) {
         const bool nan = best != best;
         int64_t r = 0;
         for (; r + 1 < length; ++r) {
-          C v = value(p[r * stride]);
+          C v = widen(p[r * stride]);
           if (v == best || (nan && v != v)) break;
         }
         out[o] = r;
@@ -231,7 +179,7 @@ void softmax_kernel(const KernelArgs& a) {
           T* yr = y + o * length;
           const C m = shift[o], t = per_row[o];
 #pragma omp simd
-          for (int64_t i = 0; i < length; ++i) yr[i] = narrow<T>(f(value(xr[i]), m, t));
+          for (int64_t i = 0; i < length; ++i) yr[i] = narrow<T>(f(widen(xr[i]), m, t));
         }
       });
       return;

@@ -1,0 +1,55 @@
+#include "kiln/backend/cpu/fused/compile_pool.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace kiln::cpu::fused {
+namespace {
+
+class Pool {
+ public:
+  Pool() {
+    int n = std::clamp(int(std::thread::hardware_concurrency()) / 4, 1, 4);
+    if (const char* env = std::getenv("KILN_FUSED_COMPILE_THREADS"))
+      n = std::clamp(std::atoi(env), 1, 64);
+    for (int i = 0; i < n; ++i) std::thread([this] { work(); }).detach();
+  }
+  void submit(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void work() {
+    while (true) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !jobs_.empty(); });
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+};
+
+}  // namespace
+
+void submit_compile_job(std::function<void()> job) {
+  static Pool* pool = new Pool;  // never destroyed: its threads are detached
+  pool->submit(std::move(job));
+}
+
+}  // namespace kiln::cpu::fused

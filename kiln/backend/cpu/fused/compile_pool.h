@@ -1,0 +1,14 @@
+// Background threads that build generated kernels while the interpreter
+// runs. Jobs run in submission order; the threads are detached and the pool
+// is never destroyed, so a build still running at exit does not hold the
+// process up.
+#pragma once
+#include <functional>
+
+namespace kiln::cpu::fused {
+
+// Queues `job`; it must not throw. Pool size: KILN_FUSED_COMPILE_THREADS,
+// default a quarter of the hardware threads, from 1 to 4.
+void submit_compile_job(std::function<void()> job);
+
+}  // namespace kiln::cpu::fused
