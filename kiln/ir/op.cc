@@ -15,9 +15,10 @@ struct Registry {
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
 };
 
+// Never destroyed: kernels still running at exit refer to their OpDefs.
 Registry& registry() {
-  static Registry r;
-  return r;
+  static auto* r = new Registry;
+  return *r;
 }
 
 size_t edit_distance(std::string_view a, std::string_view b) {

@@ -9,14 +9,16 @@
 namespace kiln {
 namespace {
 
+// Registries are never destroyed: queue threads may still be running
+// kernels while the process exits, and everything they touch must outlive them.
 std::map<DeviceKind, std::unique_ptr<Backend>>& backends() {
-  static std::map<DeviceKind, std::unique_ptr<Backend>> b;
-  return b;
+  static auto* b = new std::map<DeviceKind, std::unique_ptr<Backend>>;
+  return *b;
 }
 
 std::map<std::pair<DeviceKind, std::string>, Kernel, std::less<>>& kernels() {
-  static std::map<std::pair<DeviceKind, std::string>, Kernel, std::less<>> k;
-  return k;
+  static auto* k = new std::map<std::pair<DeviceKind, std::string>, Kernel, std::less<>>;
+  return *k;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/eager.h"
+#include "kiln/runtime/recording.h"
 
 namespace kiln {
 namespace {
@@ -51,6 +52,13 @@ ContextGuard::~ContextGuard() { t_stack.pop_back(); }
 Context& current_context() {
   if (!t_stack.empty()) return *t_stack.back();
   return eager_context(eager_mode());
+}
+
+void ensure_materialized(const Tensor& t) {
+  const TensorImpl& impl = t.impl();
+  if (impl.materialized()) return;
+  if (impl.recording && impl.recording->owner) impl.recording->owner->materialize(t);
+  else current_context().materialize(t);
 }
 
 OpPositionGuard::OpPositionGuard(std::string position) : previous_(std::move(t_position)) {

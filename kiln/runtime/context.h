@@ -56,6 +56,10 @@ class ContextGuard {
 
 Context& current_context();
 
+// Makes `t` materialized: a pending value is materialized by the context
+// that recorded it (or the current one explains why it cannot be).
+void ensure_materialized(const Tensor& t);
+
 // Where the op being run sits, for error messages: a graph position while a
 // graph is replayed, otherwise the eager op count.
 class OpPositionGuard {

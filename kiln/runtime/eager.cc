@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/defer.h"
 #include "kiln/runtime/rules.h"
 
 namespace kiln {
@@ -47,8 +48,7 @@ class EagerContext final : public Context {
                             const ir::Attrs& attrs, std::span<const ir::TypeInfo> out_types,
                             Device device) override {
     ++t_eager_ops;
-    for (const Tensor& t : inputs)
-      if (!t.impl().materialized()) materialize(t);
+    for (const Tensor& t : inputs) ensure_materialized(t);
 
     if (op.view && inputs.size() == 1) {
       const TensorImpl& in = inputs[0].impl();
@@ -99,8 +99,8 @@ class EagerContext final : public Context {
   }
 
   void assign(const Tensor& dst, const Tensor& value) override {
-    if (!value.impl().materialized()) materialize(value);
-    KILN_CHECK(dst.impl().materialized(), "in-place write to a pending tensor outside its trace");
+    ensure_materialized(value);
+    ensure_materialized(dst);
     Device device = dst.device();
     Backend* b = &backend(device);
     run(device,
@@ -155,8 +155,7 @@ Context& eager_context(EagerMode mode) {
   switch (mode) {
     case EagerMode::strict: return strict;
     case EagerMode::debug: return debug;
-    case EagerMode::defer_and_fuse:
-      fail("KILN_EAGER_MODE=defer_and_fuse is not available in this build yet; use strict or debug");
+    case EagerMode::defer_and_fuse: return defer_context();
   }
   return strict;
 }

@@ -2,6 +2,8 @@
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/kernel.h"
+#include "kiln/runtime/rules.h"
 
 namespace kiln {
 
@@ -39,6 +41,11 @@ Tensor Recording::tensor(ir::ValueId v, Device device) {
 std::vector<Tensor> TraceContext::apply(const ir::OpDef& op, std::span<const Tensor> inputs,
                                         const ir::Attrs& attrs,
                                         std::span<const ir::TypeInfo> out_types, Device device) {
+  if (lower_for_ && op.composite && !find_kernel(lower_for_->kind, op.name)) {
+    CompositeCall call{inputs, attrs, {}};
+    op.composite(call);
+    return std::move(call.outputs);
+  }
   std::vector<ir::ValueId> ids;
   ids.reserve(inputs.size());
   for (const Tensor& t : inputs) ids.push_back(rec_->value_of(t));

@@ -3,6 +3,7 @@
 // tensors from outside that it reads become graph inputs ("captures").
 #pragma once
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -16,6 +17,9 @@ class Recording {
   ir::Graph graph;
   // captured[i] is the tensor that feeds graph input i when the graph runs.
   std::vector<Tensor> captured;
+  // The context that can materialize this recording's values (defer_and_fuse),
+  // or null for a trace, whose values exist only once its graph runs.
+  Context* owner = nullptr;
 
   // A graph input standing for `t` (deduplicated by handle).
   ir::ValueId capture(const Tensor& t);
@@ -35,6 +39,10 @@ class Recording {
 class TraceContext : public Context {
  public:
   explicit TraceContext(std::shared_ptr<Recording> rec) : rec_(std::move(rec)) {}
+  // With `lower_for`, ops that have no kernel on that device are recorded as
+  // their composites instead (how graphs are prepared for execution).
+  TraceContext(std::shared_ptr<Recording> rec, Device lower_for)
+      : rec_(std::move(rec)), lower_for_(lower_for) {}
   std::vector<Tensor> apply(const ir::OpDef& op, std::span<const Tensor> inputs,
                             const ir::Attrs& attrs, std::span<const ir::TypeInfo> out_types,
                             Device device) override;
@@ -44,6 +52,7 @@ class TraceContext : public Context {
 
  private:
   std::shared_ptr<Recording> rec_;
+  std::optional<Device> lower_for_;
 };
 
 // Runs every node of `g` through the current context, feeding `inputs` to

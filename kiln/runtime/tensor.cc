@@ -95,7 +95,7 @@ Tensor Tensor::to(DType t) const {
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
   Tensor c = contiguous();
-  if (!c.impl().materialized()) current_context().materialize(c);
+  ensure_materialized(c);
   std::vector<char> host(size_t(numel()) * itemsize(dtype()));
   synchronize(device());
   const TensorImpl& i = c.impl();
@@ -110,7 +110,7 @@ namespace {
 // The tensor's elements, row-major, as raw host bytes of its dtype.
 std::vector<char> host_bytes(const Tensor& t) {
   Tensor c = t.contiguous();
-  if (!c.impl().materialized()) current_context().materialize(c);
+  ensure_materialized(c);
   synchronize(c.device());
   const TensorImpl& i = c.impl();
   std::vector<char> host(size_t(t.numel()) * itemsize(t.dtype()));

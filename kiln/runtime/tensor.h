@@ -30,6 +30,11 @@ struct TensorImpl {
   // Pending: value `value` of the graph `recording` is building.
   std::shared_ptr<Recording> recording;
   ir::ValueId value = -1;
+  // A pending view (defer_and_fuse): the view op applied to `view_base`, so
+  // that once materialized it aliases its base's storage as in eager mode.
+  std::shared_ptr<TensorImpl> view_base;
+  const ir::OpDef* view_op = nullptr;
+  ir::Attrs view_attrs;
 
   bool materialized() const { return storage != nullptr; }
 };

@@ -50,15 +50,16 @@ struct Prepared {
 // is prepared once. oneDNN sizes its work split by the thread count at
 // creation, which is therefore part of the key.
 Prepared prepare(DType dtype, const Operand& a, const Operand& b, const Operand& c, int threads) {
-  static std::mutex mu;
-  static std::map<std::vector<int64_t>, Prepared> cache;
+  // Never destroyed (see onednn_engine).
+  static auto* mu = new std::mutex;
+  static auto* cache = new std::map<std::vector<int64_t>, Prepared>;
   std::vector<int64_t> key{int64_t(dtype), threads};
   for (const Operand* o : {&a, &b, &c}) {
     key.insert(key.end(), o->shape.begin(), o->shape.end());
     key.insert(key.end(), o->strides.begin(), o->strides.end());
   }
-  std::lock_guard lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::lock_guard lock(*mu);
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
 
   Prepared p;
   if (auto type = onednn_type(dtype)) {
@@ -74,8 +75,8 @@ Prepared prepare(DType dtype, const Operand& a, const Operand& b, const Operand&
              " and ", Dims(b.shape), ": ", e.what());
     }
   }
-  if (cache.size() >= 4096) cache.clear();  // bounds memory when shapes keep changing
-  cache.emplace(std::move(key), p);
+  if (cache->size() >= 4096) cache->clear();  // bounds memory when shapes keep changing
+  cache->emplace(std::move(key), p);
   return p;
 }
 

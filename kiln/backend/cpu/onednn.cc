@@ -3,8 +3,9 @@
 namespace kiln::cpu {
 
 dnnl::engine& onednn_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
+  // Never destroyed: the device queue may run kernels while the process exits.
+  static auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
 }
 
 dnnl::stream& onednn_stream() {

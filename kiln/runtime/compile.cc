@@ -1,0 +1,125 @@
+#include "kiln/runtime/compile.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "kiln/base/error.h"
+#include "kiln/runtime/recording.h"
+
+namespace kiln {
+namespace {
+
+std::string signature(const std::vector<Tensor>& args, const std::string& static_key) {
+  std::string s;
+  for (const Tensor& t : args) s += cat(ir::to_string(t.type()), "@", to_string(t.device()), ";");
+  return s + "|" + static_key;
+}
+
+bool report_recompiles() {
+  const char* env = std::getenv("KILN_REPORT_RECOMPILES");
+  return env && std::string(env) != "0";
+}
+
+// Names what differs between two traced graphs: an input type, or the first
+// node whose op or attributes differ.
+std::string describe_change(const ir::Graph& before, const ir::Graph& after) {
+  size_t n = std::min(before.inputs().size(), after.inputs().size());
+  for (size_t i = 0; i < n; ++i) {
+    const ir::TypeInfo &a = before.type(before.inputs()[i]), &b = after.type(after.inputs()[i]);
+    if (!(a == b)) return cat("input ", i, " changed from ", ir::to_string(a), " to ", ir::to_string(b));
+  }
+  if (before.inputs().size() != after.inputs().size())
+    return cat("the number of inputs changed from ", before.inputs().size(), " to ", after.inputs().size());
+  size_t m = std::min(before.nodes().size(), after.nodes().size());
+  for (size_t i = 0; i < m; ++i) {
+    const ir::Node &a = before.nodes()[i], &b = after.nodes()[i];
+    if (a.op != b.op) return cat("node ", i, " is now '", b.op->name, "' (was '", a.op->name, "')");
+    for (const auto& [k, v] : b.attrs.items()) {
+      const ir::AttrValue* old = a.attrs.find(k);
+      if (!old || !(*old == v))
+        return cat("node ", i, " ('", b.op->name, "'): attribute ", k, " changed from ",
+                   old ? ir::to_string(*old) : "unset", " to ", ir::to_string(v));
+    }
+  }
+  return cat("the graph changed (", before.nodes().size(), " -> ", after.nodes().size(), " nodes)");
+}
+
+}  // namespace
+
+struct CompiledFunction::Entry {
+  std::shared_ptr<Recording> rec;  // the traced graph and its captured constants
+  size_t num_args = 0;
+  std::shared_ptr<const Executable> exe;
+};
+
+CompiledFunction::CompiledFunction(TensorFn fn, CompileOptions options)
+    : fn_(std::move(fn)), options_(std::move(options)) {}
+
+CompiledFunction compile(TensorFn fn, CompileOptions options) {
+  return CompiledFunction(std::move(fn), std::move(options));
+}
+
+const Executable& CompiledFunction::last_executable() const {
+  KILN_CHECK(last_, options_.name, ": not called yet, so nothing is compiled");
+  return *last_->exe;
+}
+
+CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& args,
+                                                     const std::string& static_key) {
+  std::string sig = signature(args, static_key);
+  auto it = entries_.find(sig);
+  if (it != entries_.end()) return *it->second;
+
+  auto e = std::make_shared<Entry>();
+  e->rec = Recording::create();
+  e->num_args = args.size();
+  std::vector<Tensor> placeholders;
+  for (const Tensor& a : args) {
+    ir::ValueId v = e->rec->graph.add_input(a.type());
+    e->rec->captured.push_back(Tensor());  // fed from the call's arguments
+    placeholders.push_back(e->rec->tensor(v, a.device()));
+  }
+  std::vector<Tensor> outs;
+  {
+    ContextGuard trace(std::make_shared<TraceContext>(e->rec));
+    outs = fn_(placeholders);
+  }
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : outs) ids.push_back(e->rec->value_of(t));
+  e->rec->graph.set_outputs(ids);
+
+  ProgramOptions po;
+  po.passes = options_.passes;
+  std::vector<bool> taken(outs.size(), false);
+  for (int a : options_.donate) {
+    KILN_CHECK(a >= 0 && size_t(a) < args.size(), options_.name, ": donated argument ", a,
+               " does not exist (", args.size(), " arguments)");
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (taken[o] || !(outs[o].type() == args[a].type())) continue;
+      taken[o] = true;
+      po.donations.push_back({a, int(o)});
+      break;
+    }
+  }
+  Device device = args.empty() ? kCPU : args[0].device();
+  e->exe = get_executable(e->rec->graph, device, po);
+
+  if (report_recompiles() && last_)
+    std::cerr << "kiln: recompiling " << options_.name << " (signature " << entries_.size() + 1
+              << "): " << describe_change(last_->rec->graph, e->rec->graph) << "\n";
+  return *entries_.emplace(sig, e).first->second;
+}
+
+std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args,
+                                                 const std::string& static_key) {
+  for (const Tensor& a : args) KILN_CHECK(a.defined(), options_.name, ": an argument is undefined");
+  // Inside another trace the function simply becomes part of that graph.
+  if (dynamic_cast<TraceContext*>(&current_context())) return fn_(args);
+  Entry& e = entry_for(args, static_key);
+  last_ = entries_.at(signature(args, static_key));
+  std::vector<Tensor> inputs = e.rec->captured;
+  for (size_t i = 0; i < e.num_args; ++i) inputs[i] = args[i];
+  return e.exe->run(inputs);
+}
+
+}  // namespace kiln

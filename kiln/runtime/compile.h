@@ -1,0 +1,53 @@
+// compile(fn): traces a C++ function of tensors into one graph per input
+// signature (dtypes, shapes, device and a caller-supplied key for
+// non-tensor arguments), optimizes and lowers it through the compile cache,
+// and returns a callable that runs the compiled program. Functions that call
+// value_and_grad compile forward and backward into one program.
+//
+// Tensors the function reads from its closure are baked in as constants
+// when it is traced: pass everything that changes between calls as an
+// argument. Values cannot be read inside the function (item() raises).
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/autograd/grad.h"
+#include "kiln/runtime/program_cache.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  std::string name = "compiled function";  // used in recompilation reports
+  // Arguments whose buffers the outputs may reuse (each is matched with the
+  // first output of the same type). A donated argument must not be used
+  // after the call.
+  std::vector<int> donate;
+  compiler::PassOptions passes = default_pass_options();
+};
+
+class CompiledFunction {
+ public:
+  CompiledFunction(TensorFn fn, CompileOptions options);
+  // `static_key` distinguishes calls whose non-tensor arguments differ.
+  std::vector<Tensor> operator()(const std::vector<Tensor>& args, const std::string& static_key = "");
+
+  size_t num_signatures() const { return entries_.size(); }
+  // The program compiled for the most recent signature.
+  const Executable& last_executable() const;
+
+ private:
+  struct Entry;
+  Entry& entry_for(const std::vector<Tensor>& args, const std::string& static_key);
+
+  TensorFn fn_;
+  CompileOptions options_;
+  std::map<std::string, std::shared_ptr<Entry>> entries_;
+  std::shared_ptr<Entry> last_;
+};
+
+CompiledFunction compile(TensorFn fn, CompileOptions options = {});
+
+}  // namespace kiln

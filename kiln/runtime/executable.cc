@@ -1,0 +1,176 @@
+#include "kiln/runtime/executable.h"
+
+#include "kiln/base/error.h"
+#include "kiln/compiler/memory_plan.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/context.h"
+#include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/recording.h"
+
+namespace kiln {
+namespace {
+
+// Where a value lives while the program runs.
+struct Slot {
+  enum Kind { input, arena, output } kind;
+  int64_t where;  // input index, arena offset in bytes, or output index
+};
+
+struct Step {
+  const ir::OpDef* op;
+  const Kernel* kernel;
+  ir::Attrs attrs;
+  std::vector<ir::ValueId> in, out;
+  std::string text;  // the node, for error messages
+};
+
+}  // namespace
+
+struct Executable::Impl {
+  std::vector<Step> steps;
+  std::vector<Slot> slots;               // per value id
+  std::vector<int> output_value_index;   // per graph output: its first position (deduplicated)
+  std::vector<int> donated_input;        // per graph output: the input whose buffer it takes, or -1
+};
+
+Executable::Executable(ir::Graph g, Device device, const std::vector<std::pair<int, int>>& donations)
+    : graph_(std::move(g)), device_(device), impl_(std::make_unique<Impl>()) {
+  const auto& values = graph_.values();
+  compiler::MemoryPlan plan = compiler::plan_memory(graph_, donations, {.outputs_in_arena = false});
+  impl_->slots.assign(values.size(), Slot{Slot::arena, 0});
+  for (size_t i = 0; i < graph_.inputs().size(); ++i)
+    impl_->slots[graph_.inputs()[i]] = {Slot::input, int64_t(i)};
+  impl_->donated_input.assign(graph_.outputs().size(), -1);
+  for (auto [in, out] : plan.donated) impl_->donated_input[out] = in;
+  for (size_t o = 0; o < graph_.outputs().size(); ++o) {
+    ir::ValueId v = graph_.outputs()[o];
+    impl_->output_value_index.push_back(int(o));
+    for (size_t p = 0; p < o; ++p)
+      if (graph_.outputs()[p] == v) impl_->output_value_index[o] = int(p);
+    if (impl_->slots[v].kind == Slot::input || impl_->output_value_index[o] != int(o)) continue;
+    impl_->slots[v] = {Slot::output, int64_t(o)};
+    if (impl_->donated_input[o] < 0)
+      stats_.output_bytes += graph_.type(v).shape.numel() * int64_t(itemsize(graph_.type(v).dtype));
+  }
+  for (size_t v = 0; v < values.size(); ++v)
+    if (impl_->slots[v].kind == Slot::arena) impl_->slots[v].where = plan.offset_of(ir::ValueId(v));
+
+  for (const ir::Node& n : graph_.nodes()) {
+    const Kernel* k = find_kernel(device.kind, n.op->name);
+    KILN_CHECK(k, "op '", n.op->name, "' has no kernel on ", to_string(device),
+               " (in a compiled program: ", ir::node_to_text(graph_, n), ")");
+    impl_->steps.push_back({n.op, k, n.attrs, n.inputs, n.outputs, ir::node_to_text(graph_, n)});
+  }
+  stats_.launches = impl_->steps.size();
+  stats_.arena_bytes = plan.peak_bytes;
+  stats_.naive_bytes = plan.naive_bytes;
+  stats_.donated = plan.donated;
+}
+
+Executable::~Executable() = default;
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
+  KILN_CHECK(inputs.size() == graph_.inputs().size(), "compiled program takes ",
+             graph_.inputs().size(), " inputs, got ", inputs.size());
+  std::vector<Tensor> args(inputs.begin(), inputs.end());
+  for (size_t i = 0; i < args.size(); ++i) {
+    ensure_materialized(args[i]);
+    KILN_CHECK(args[i].type() == graph_.type(graph_.inputs()[i]), "compiled program input ", i,
+               " must be ", ir::to_string(graph_.type(graph_.inputs()[i])), ", got ",
+               ir::to_string(args[i].type()));
+    // Program kernels read inputs as dense buffers; the copy runs now, in
+    // strict mode, even when the caller is deferring.
+    if (!args[i].is_contiguous()) {
+      EagerModeGuard strict(EagerMode::strict);
+      args[i] = apply1(KILN_OP("copy"), {args[i]});
+    }
+  }
+
+  // Outputs: the donated input's buffer, or a fresh one.
+  size_t n_out = graph_.outputs().size();
+  std::vector<Tensor> outs(n_out);
+  for (size_t o = 0; o < n_out; ++o) {
+    ir::ValueId v = graph_.outputs()[o];
+    const Slot& s = impl_->slots[v];
+    if (s.kind == Slot::input) {
+      outs[o] = args[s.where];
+    } else if (impl_->output_value_index[o] != int(o)) {
+      outs[o] = outs[impl_->output_value_index[o]];
+    } else if (impl_->donated_input[o] >= 0) {
+      const Tensor& in = args[impl_->donated_input[o]];
+      auto impl = std::make_shared<TensorImpl>(in.impl());
+      outs[o] = Tensor(std::move(impl));
+    } else {
+      auto impl = std::make_shared<TensorImpl>();
+      impl->dtype = graph_.type(v).dtype;
+      impl->shape = graph_.type(v).shape;
+      impl->device = device_;
+      impl->strides = contiguous_strides(impl->shape);
+      impl->storage = std::make_shared<Storage>(
+          device_, size_t(impl->shape.numel()) * itemsize(impl->dtype));
+      outs[o] = Tensor(std::move(impl));
+    }
+  }
+  auto arena = std::make_shared<Storage>(device_, size_t(std::max<int64_t>(stats_.arena_bytes, 1)));
+
+  // Every value's buffer, resolved once per run.
+  std::vector<TensorRef> refs(graph_.values().size());
+  std::vector<std::shared_ptr<Storage>> keep{arena};
+  auto data_of = [](const Tensor& t) {
+    const TensorImpl& i = t.impl();
+    return static_cast<char*>(i.storage->data) + i.offset * int64_t(itemsize(i.dtype));
+  };
+  for (size_t v = 0; v < refs.size(); ++v) {
+    const ir::TypeInfo& t = graph_.type(ir::ValueId(v));
+    const Slot& s = impl_->slots[v];
+    char* data = s.kind == Slot::input    ? data_of(args[s.where])
+                 : s.kind == Slot::output ? data_of(outs[s.where])
+                                          : static_cast<char*>(arena->data) + s.where;
+    refs[v] = {data, t.dtype, t.shape, contiguous_strides(t.shape)};
+  }
+  for (const Tensor& t : args) keep.push_back(t.impl().storage);
+  for (const Tensor& t : outs) keep.push_back(t.impl().storage);
+
+  const Impl* impl = impl_.get();
+  auto task = [impl, refs = std::move(refs), keep = std::move(keep)] {
+    std::vector<TensorRef> in, out;
+    for (const Step& s : impl->steps) {
+      in.clear();
+      out.clear();
+      for (ir::ValueId v : s.in) in.push_back(refs[v]);
+      bool empty = true;
+      for (ir::ValueId v : s.out) {
+        out.push_back(refs[v]);
+        empty = empty && refs[v].numel() == 0;
+      }
+      if (empty && !out.empty()) continue;
+      try {
+        s.kernel->fn(KernelArgs{in, out, s.attrs, *s.op});
+      } catch (const std::exception& e) {
+        fail("in a compiled program, ", s.text, ": ", e.what());
+      }
+    }
+  };
+  backend(device_).queue(device_.index).enqueue(std::move(task), "compiled program");
+  if (eager_mode() == EagerMode::debug) synchronize(device_);
+  return outs;
+}
+
+ir::Graph prepare_for_device(const ir::Graph& g, Device device) {
+  auto rec = Recording::create();
+  std::vector<Tensor> inputs;
+  for (ir::ValueId v : g.inputs()) inputs.push_back(rec->tensor(rec->graph.add_input(g.type(v)), device));
+  std::vector<Tensor> outs;
+  {
+    ContextGuard lower(std::make_shared<TraceContext>(rec, device));
+    outs = run_graph(g, inputs, "lowering");
+  }
+  KILN_CHECK(rec->captured.empty(), "lowering for ", to_string(device),
+             ": a composite read a tensor from outside its inputs");
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : outs) ids.push_back(rec->value_of(t));
+  rec->graph.set_outputs(ids);
+  return std::move(rec->graph);
+}
+
+}  // namespace kiln

@@ -1,0 +1,28 @@
+// Turns a recorded graph into an Executable through the compile cache: the
+// raw graph's fingerprint is the key; L1 holds ready Executables in process,
+// the CompileCache tiers hold the optimized IR so another process or a later
+// run skips the compiler passes.
+#pragma once
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "kiln/compiler/pipeline.h"
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/executable.h"
+
+namespace kiln {
+
+struct ProgramOptions {
+  compiler::PassOptions passes;
+  std::vector<std::pair<int, int>> donations;  // (graph input, graph output)
+};
+
+// The Executable for `g` on `device`, compiled on a miss.
+std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device device,
+                                                 const ProgramOptions& options);
+
+// Passes used when nothing else is said: KILN_FUSION=0 turns fusion off.
+compiler::PassOptions default_pass_options();
+
+}  // namespace kiln

@@ -1,0 +1,152 @@
+// defer_and_fuse: results equal strict mode, liveness decides outputs,
+// side effects keep their order, repeated blocks flush at block boundaries,
+// and views keep their eager semantics.
+#include "kiln/runtime/defer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/autograd/grad.h"
+#include "kiln/ops/declare.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/matmul.h"
+#include "kiln/ops/model.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/runtime/kernel.h"
+#include "tests/support/gradcheck.h"
+
+namespace kiln {
+namespace {
+
+using test::random_tensor;
+
+// A side-effecting test op whose kernel logs its "tag" attribute.
+std::vector<int64_t> g_log;
+const ir::OpDef& kLogOp = ops::declare({.name = "test_log",
+                                        .attrs = {{"tag", ir::AttrKind::int_, std::nullopt}},
+                                        .infer = ops::same_as_first,
+                                        .side_effects = true});
+const KernelRegistrar log_kernel{DeviceKind::cpu, "test_log", {[](const KernelArgs& a) {
+                                   g_log.push_back(a.attrs.i("tag"));
+                                 }}};
+
+template <class F>
+auto in_mode(EagerMode m, F f) {
+  EagerModeGuard guard(m);
+  return f();
+}
+
+// A small transformer-ish computation touching many op families.
+std::vector<double> workload(const Tensor& x, const Tensor& w) {
+  Tensor h = silu(matmul(x, w, false, true)) * 0.5 + 1.0;
+  Tensor s = softmax(h, -1);
+  Tensor n = rms_norm(s, ones({w.dim(0)}), 1e-5);
+  Tensor t = n.t().slice(0, 1, 5).contiguous();
+  return (sum(t * t, {1}) + mean(n)).to_vector<double>();
+}
+
+TEST(Defer, SameResultsAsStrict) {
+  Tensor x = random_tensor({6, 8}, DType::f32, 1), w = random_tensor({8, 8}, DType::f32, 2);
+  auto strict = in_mode(EagerMode::strict, [&] { return workload(x, w); });
+  auto deferred = in_mode(EagerMode::defer_and_fuse, [&] { return workload(x, w); });
+  EXPECT_EQ(strict, deferred);
+}
+
+TEST(Defer, GradientsMatchStrict) {
+  Tensor x = random_tensor({4, 8}, DType::f32, 3), w = random_tensor({8, 8}, DType::f32, 4);
+  auto run = [&] {
+    auto f = value_and_grad([](const std::vector<Tensor>& a) {
+      return std::vector<Tensor>{sum(square(silu(matmul(a[0], a[1], false, true))))};
+    });
+    ValueAndGrad r = f({x, w});
+    return std::vector<std::vector<double>>{r.values[0].to_vector<double>(), r.grads[0].to_vector<double>(),
+                                            r.grads[1].to_vector<double>()};
+  };
+  EXPECT_EQ(in_mode(EagerMode::strict, run), in_mode(EagerMode::defer_and_fuse, run));
+}
+
+TEST(Defer, NothingRunsBeforeAMaterializationPoint) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  reset_defer_stats();
+  Tensor a = ones({4});
+  Tensor b = exp(a) + a;
+  EXPECT_FALSE(b.impl().materialized());
+  EXPECT_EQ(defer_stats().flushes, 0u);
+  EXPECT_FLOAT_EQ(b.to_vector<float>()[0], std::exp(1.0f) + 1.0f);
+  EXPECT_TRUE(b.impl().materialized());
+  EXPECT_EQ(defer_stats().flushes, 1u);
+}
+
+TEST(Defer, DroppedValuesAreNotMaterializedHeldOnesAre) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  Tensor a = from_vector<float>({1, 2, 3, 4}, {4});  // materialized: not an output
+  reset_defer_stats();
+  Tensor held = exp(a);
+  { Tensor dropped = sin(a) * 3.0; }
+  Tensor result = held * 2.0;
+  eval({result});
+  EXPECT_TRUE(held.impl().materialized());
+  EXPECT_TRUE(result.impl().materialized());
+  EXPECT_EQ(defer_stats().last_region_outputs, 2u);  // held and result, not the dropped value
+}
+
+TEST(Defer, SideEffectsRunInOrderEvenWhenUnused) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  g_log.clear();
+  Tensor a = ones({2});
+  for (int64_t tag : {3, 1, 2}) apply1(kLogOp, {a}, {{"tag", tag}});
+  EXPECT_TRUE(g_log.empty());
+  eval({});
+  synchronize();
+  EXPECT_EQ(g_log, (std::vector<int64_t>{3, 1, 2}));
+}
+
+TEST(Defer, RepeatedBlocksFlushAtBlockBoundaries) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  eval({});
+  reset_defer_stats();
+  Tensor x = random_tensor({4, 8}, DType::f32, 5), w = random_tensor({8, 8}, DType::f32, 6);
+  Tensor expect_x = x;
+  auto block = [&](const Tensor& h) {
+    Tensor y = h;
+    for (int i = 0; i < 6; ++i) y = tanh(matmul(y, w, false, true)) + y * 0.5;
+    return y;
+  };
+  for (int layer = 0; layer < 12; ++layer) x = block(x);
+  EXPECT_GT(defer_stats().repeat_flushes, 0u);
+  std::vector<float> deferred = x.to_vector<float>();
+  EagerModeGuard strict(EagerMode::strict);
+  Tensor y = expect_x;
+  for (int layer = 0; layer < 12; ++layer) y = block(y);
+  EXPECT_EQ(deferred, y.to_vector<float>());
+}
+
+TEST(Defer, ViewsAliasTheirBaseAfterMaterialization) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  Tensor base = exp(zeros({3, 4}));  // pending
+  Tensor row = base.select(0, 1);    // a pending view
+  Tensor col = base.t().slice(0, 2, 3);
+  eval({row});
+  EXPECT_EQ(row.impl().storage, base.impl().storage);
+  row.fill_(5);
+  EXPECT_EQ(base.to_vector<float>(), (std::vector<float>{1, 1, 1, 1, 5, 5, 5, 5, 1, 1, 1, 1}));
+  EXPECT_EQ(col.to_vector<float>(), (std::vector<float>{1, 5, 1}));
+}
+
+TEST(Defer, InPlaceWritesSeeEarlierPendingReads) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  Tensor x = ones({3});
+  Tensor y = x * 2.0;  // pending read of x
+  x.add_(ones({3}));   // must not change y
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2, 2, 2}));
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{2, 2, 2}));
+}
+
+TEST(Defer, ShapeErrorsAreImmediate) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  EXPECT_THROW(add(zeros({2}), zeros({3})), Error);  // shape errors stay immediate
+}
+
+}  // namespace
+}  // namespace kiln
