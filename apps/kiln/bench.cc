@@ -12,24 +12,34 @@
 namespace kiln::cli {
 namespace {
 
+// Readable limits for sizes and counts (CLI::PositiveNumber prints DBL_MAX).
+const CLI::Range kSize(1, 1 << 30);
+const CLI::Range kCount(1, 1 << 20);
+
 void add_gemm(CLI::App& bench) {
   auto* cmd =
       bench.add_subcommand("gemm", "Time kiln's matmul on one shape; the last line is GFLOP/s");
   auto spec = std::make_shared<GemmSpec>();
   auto dtype = std::make_shared<std::string>("f32");
-  cmd->add_option("--m", spec->m, "Rows of A and of the product")->required();
-  cmd->add_option("--n", spec->n, "Columns of B and of the product")->required();
-  cmd->add_option("--k", spec->k, "The inner (summed) dimension")->required();
+  cmd->add_option("--m", spec->m, "Rows of A and of the product")
+      ->required()
+      ->check(kSize);
+  cmd->add_option("--n", spec->n, "Columns of B and of the product")
+      ->required()
+      ->check(kSize);
+  cmd->add_option("--k", spec->k, "The inner (summed) dimension")
+      ->required()
+      ->check(kSize);
   cmd->add_option("--dtype", *dtype, "Element type")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--ta", spec->ta, "A is stored [K,M]");
   cmd->add_flag("--tb", spec->tb, "B is stored [N,K] (a Linear weight)");
   cmd->add_option("--threads", spec->threads, "Kernel threads")
-      ->check(CLI::PositiveNumber)
+      ->check(kCount)
       ->capture_default_str();
   cmd->add_option("--iters", spec->iters, "Calls per timed batch (default: about 0.2 s worth)")
-      ->check(CLI::PositiveNumber);
+      ->check(kCount);
   cmd->callback([spec, dtype] {
     spec->dtype = parse_dtype(*dtype);
     std::cout << "gemm " << describe(*spec) << " (MxNxK), " << spec->threads
@@ -47,7 +57,7 @@ void add_peak(CLI::App& bench) {
       "peak", "Measure this CPU's sustained GEMM peak (bf16 and f32) and cache it for MFU");
   auto threads = std::make_shared<int>(num_threads());
   cmd->add_option("--threads", *threads, "Kernel threads")
-      ->check(CLI::PositiveNumber)
+      ->check(kCount)
       ->capture_default_str();
   cmd->callback([threads] {
     std::cout << "measuring the GEMM peak of " << cpu::cpu_model() << " on " << *threads

@@ -34,10 +34,17 @@ Peak measure_peak(int threads, std::ostream& log) {
 }
 
 std::filesystem::path peak_cache_path() {
-  if (const char* dir = std::getenv("KILN_CACHE_DIR"); dir && *dir)
+  // The same directory as the compile cache's persistent tier.
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  if (std::string dir = env("KILN_CACHE_DIR"); !dir.empty())
     return std::filesystem::path(dir) / "peak.json";
-  const char* home = std::getenv("HOME");
-  KILN_CHECK(home && *home, "cannot place the peak cache: set KILN_CACHE_DIR or HOME");
+  if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty() && xdg.front() == '/')
+    return std::filesystem::path(xdg) / "kiln" / "peak.json";
+  std::string home = env("HOME");
+  KILN_CHECK(!home.empty(), "cannot place the peak cache: set KILN_CACHE_DIR or HOME");
   return std::filesystem::path(home) / ".cache" / "kiln" / "peak.json";
 }
 

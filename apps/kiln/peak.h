@@ -19,7 +19,8 @@ struct Peak {
 // each to `log`, and keeps the best.
 Peak measure_peak(int threads, std::ostream& log);
 
-// $KILN_CACHE_DIR/peak.json, else ~/.cache/kiln/peak.json.
+// $KILN_CACHE_DIR/peak.json, else $XDG_CACHE_HOME/kiln/peak.json, else
+// ~/.cache/kiln/peak.json.
 std::filesystem::path peak_cache_path();
 void save_peak(const Peak& peak, const std::filesystem::path& path);
 
