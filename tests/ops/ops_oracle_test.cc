@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,9 @@
 #include "kiln/ir/op.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/runtime/compile.h"
+#include "kiln/runtime/context.h"
+#include "kiln/runtime/defer.h"
 #include "kiln/runtime/dispatch.h"
 #include "tests/support/safetensors_reader.h"
 #include "tests/support/support.h"
@@ -95,9 +99,88 @@ ir::Attrs attrs_from(const json& j) {
   return test::all_close(got, want, tol.at("rtol").get<double>(), tol.at("atol").get<double>());
 }
 
+// The same op run in every execution mode: its outputs, then the gradients
+// of loss = sum(out * cot) when the case has them.
+struct ModeRun {
+  std::vector<Tensor> outs, grads;
+};
+
+ModeRun run_in_mode(const char* mode, const ir::OpDef& op, const std::vector<Tensor>& inputs,
+                    const ir::Attrs& attrs, const std::vector<Tensor>& cots, bool with_grads) {
+  auto step = [&](const std::vector<Tensor>& args) {
+    std::vector<Tensor> out = apply(op, args, attrs);
+    if (!with_grads) return out;
+    auto vag = value_and_grad([&](const std::vector<Tensor>& a) {
+      std::vector<Tensor> o = apply(op, a, attrs);
+      Tensor loss;  // integer outputs (indices) carry no gradient
+      for (size_t j = 0; j < o.size(); ++j) {
+        if (!is_floating(o[j].dtype())) continue;
+        Tensor term = sum(o[j] * cots[j]);
+        loss = loss.defined() ? loss + term : term;
+      }
+      return std::vector<Tensor>{loss};
+    });
+    for (const Tensor& g : vag(args).grads) out.push_back(g.defined() ? g : Tensor());
+    return out;
+  };
+  std::vector<Tensor> all;
+  std::string m = mode;
+  if (m == "compile") {
+    // Undefined gradients (integer inputs) cannot be program outputs.
+    std::vector<bool> defined;
+    CompiledFunction f = compile([&](const std::vector<Tensor>& args) {
+      std::vector<Tensor> r = step(args), kept;
+      defined.clear();
+      for (const Tensor& t : r) {
+        defined.push_back(t.defined());
+        if (t.defined()) kept.push_back(t);
+      }
+      return kept;
+    });
+    std::vector<Tensor> kept = f(inputs);
+    for (size_t i = 0, k = 0; i < defined.size(); ++i) all.push_back(defined[i] ? kept[k++] : Tensor());
+  } else {
+    EagerModeGuard guard(parse_eager_mode(m));
+    size_t flushes = defer_stats().flushes;
+    all = step(inputs);
+    std::vector<Tensor> live;
+    for (const Tensor& t : all)
+      if (t.defined()) live.push_back(t);
+    eval(live);
+    if (m == "defer_and_fuse") EXPECT_GT(defer_stats().flushes, flushes) << "nothing was deferred";
+  }
+  size_t n_out = apply(op, inputs, attrs).size();
+  ModeRun r;
+  r.outs.assign(all.begin(), all.begin() + n_out);
+  r.grads.assign(all.begin() + n_out, all.end());
+  return r;
+}
+
+// Same bits (NaN equal to NaN).
+::testing::AssertionResult identical(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << "defined differs";
+  if (!a.defined()) return ::testing::AssertionSuccess();
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  if (a.type() != b.type() || x.size() != y.size())
+    return ::testing::AssertionFailure() << ir::to_string(a.type()) << " vs " << ir::to_string(b.type());
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
+  return ::testing::AssertionSuccess();
+}
+
+bool all_finite(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) {
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    for (double v : t.to_vector<double>())
+      if (!std::isfinite(v)) return false;
+  }
+  return true;
+}
+
 class OpsOracle : public ::testing::TestWithParam<int> {};
 
-TEST_P(OpsOracle, MatchesTorch) {
+TEST_P(OpsOracle, MatchesTorchInEveryMode) {
   const OracleData& data = oracle();
   ASSERT_TRUE(data.error.empty()) << data.error;
   const json& c = data.cases.at(GetParam());
@@ -111,34 +194,40 @@ TEST_P(OpsOracle, MatchesTorch) {
     Tensor t = data.file->get(in.at("name"));
     inputs.push_back(in.at("transpose").get<bool>() ? t.transpose(-2, -1) : t);
   }
-
-  std::vector<Tensor> outs = apply(op, inputs, attrs);
   const json& expected = c.at("outputs");
-  ASSERT_EQ(outs.size(), expected.size()) << name << ": number of outputs";
-  for (size_t j = 0; j < outs.size(); ++j) {
+  const json& grads = c.at("grads");
+  std::vector<Tensor> cots;
+  if (!grads.empty())
+    for (const json& e : expected) cots.push_back(data.file->get(e.at("cot")));
+
+  // Strict mode against torch.
+  ModeRun strict = run_in_mode("strict", op, inputs, attrs, cots, !grads.empty());
+  ASSERT_EQ(strict.outs.size(), expected.size()) << name << ": number of outputs";
+  for (size_t j = 0; j < strict.outs.size(); ++j) {
     const json& e = expected[j];
     DType dtype = parse_dtype(e.at("dtype").get<std::string>());
-    EXPECT_TRUE(matches(outs[j], data.file->get(e.at("name")), dtype, c.at("tol")))
+    EXPECT_TRUE(matches(strict.outs[j], data.file->get(e.at("name")), dtype, c.at("tol")))
         << name << ": output " << j;
   }
-
-  const json& grads = c.at("grads");
-  if (grads.empty()) return;
-  std::vector<Tensor> cots;
-  for (const json& e : expected) cots.push_back(data.file->get(e.at("cot")));
-  auto vag = value_and_grad([&](const std::vector<Tensor>& args) {
-    std::vector<Tensor> o = apply(op, args, attrs);
-    Tensor loss = sum(o[0] * cots[0]);
-    for (size_t j = 1; j < o.size(); ++j) loss = loss + sum(o[j] * cots[j]);
-    return std::vector<Tensor>{loss};
-  });
-  ValueAndGrad r = vag(inputs);
   for (const json& g : grads) {
     size_t i = g.at("input");
-    ASSERT_TRUE(r.grads.at(i).defined()) << name << ": no gradient for input " << i;
-    EXPECT_TRUE(matches(r.grads[i], data.file->get(g.at("name")), inputs[i].dtype(),
+    ASSERT_TRUE(strict.grads.at(i).defined()) << name << ": no gradient for input " << i;
+    EXPECT_TRUE(matches(strict.grads[i], data.file->get(g.at("name")), inputs[i].dtype(),
                         c.at("grad_tol")))
         << name << ": gradient of input " << i;
+  }
+
+  // Every other mode gives strict mode's bits: the same kernels run, and
+  // fused kernels compute exactly as the unfused ones. Debug mode rejects
+  // NaN/Inf by design, so it is skipped for cases that produce them.
+  bool finite = all_finite(strict.outs) && all_finite(strict.grads);
+  for (const char* mode : {"debug", "defer_and_fuse", "compile"}) {
+    if (std::string(mode) == "debug" && !finite) continue;
+    ModeRun other = run_in_mode(mode, op, inputs, attrs, cots, !grads.empty());
+    for (size_t j = 0; j < strict.outs.size(); ++j)
+      EXPECT_TRUE(identical(other.outs[j], strict.outs[j])) << mode << ": output " << j;
+    for (size_t i = 0; i < strict.grads.size(); ++i)
+      EXPECT_TRUE(identical(other.grads[i], strict.grads[i])) << mode << ": gradient " << i;
   }
 }
 
