@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "kiln/base/error.h"
+#include "kiln/base/nearest.h"
 
 namespace kiln::ir {
 namespace {
@@ -19,18 +20,6 @@ struct Registry {
 Registry& registry() {
   static auto* r = new Registry;
   return *r;
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 }  // namespace
@@ -117,12 +106,9 @@ const OpDef* find_op(std::string_view name) {
 
 const OpDef& get_op(std::string_view name) {
   if (const OpDef* op = find_op(name)) return *op;
-  std::string best;
-  size_t best_d = SIZE_MAX;
-  for (const OpDef* op : all_ops()) {
-    size_t d = edit_distance(name, op->name);
-    if (d < best_d) best_d = d, best = op->name;
-  }
+  std::vector<std::string> names;
+  for (const OpDef* op : all_ops()) names.push_back(op->name);
+  std::string best = nearest(name, names);
   fail("unknown op '", name, "'", best.empty() ? "" : cat("; did you mean '", best, "'?"));
 }
 
