@@ -8,5 +8,7 @@ namespace kiln::cli {
 void add_info(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_demo(CLI::App& app);
+void add_cache(CLI::App& app);
+void add_tokenizer(CLI::App& app);
 
 }  // namespace kiln::cli

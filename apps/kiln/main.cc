@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   kiln::cli::add_info(app);
   kiln::cli::add_bench(app);
   kiln::cli::add_demo(app);
+  kiln::cli::add_cache(app);
+  kiln::cli::add_tokenizer(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

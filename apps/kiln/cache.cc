@@ -1,0 +1,85 @@
+// `kiln cache stats|clear`: what the compile cache holds on disk, and emptying
+// it. Hit and compile counters live in each process (CompileCache::stats());
+// a separate command can only report the directories' contents.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "apps/kiln/commands.h"
+#include "kiln/runtime/compile_cache.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string human_bytes(int64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+// "<label><dir>: N entries, SIZE" or "<label>off (<why>)"; returns the
+// tier's stale entries.
+int64_t print_tier_line(CompileCache& cache, CacheTier tier, const char* label) {
+  std::string dir = tier == CacheTier::l2 ? cache.l2_dir() : cache.l3_dir();
+  std::cout << label;
+  if (dir.empty()) {
+    std::cout << "off (" << cache.disabled_reason(tier) << ")\n";
+    return 0;
+  }
+  CacheDir::Usage u = cache.disk_usage(tier);
+  std::cout << dir << ": " << u.entries << (u.entries == 1 ? " entry, " : " entries, ") << human_bytes(u.bytes);
+  if (u.stale || u.corrupt) std::cout << " (" << u.stale << " stale, " << u.corrupt << " corrupt)";
+  std::cout << "\n";
+  return u.stale;
+}
+
+}  // namespace
+
+void add_cache(CLI::App& app) {
+  auto* cmd = app.add_subcommand("cache", "Inspect or empty the compile cache on disk");
+  cmd->require_subcommand(1);
+
+  auto* stats = cmd->add_subcommand("stats", "Print the cache directories and what they hold");
+  stats->callback([] {
+    CompileCache& cache = CompileCache::instance();
+    EntryIdentity id = build_identity();
+    std::cout << "kiln compile cache (kiln " << id.kiln_version << ", " << id.compiler << ", build "
+              << (id.build.empty() ? "unknown" : id.build.substr(0, 12)) << ")\n";
+    int64_t stale = print_tier_line(cache, CacheTier::l2, "L2 host-local:  ") +
+                    print_tier_line(cache, CacheTier::l3, "L3 persistent:  ");
+    if (stale) std::cout << "stale entries come from another kiln version, compiler or build and are never used\n";
+  });
+
+  auto* clear = cmd->add_subcommand("clear", "Delete the cache's entries (both tiers unless one is named)");
+  auto only = std::make_shared<std::pair<bool, bool>>(false, false);  // --l2, --l3
+  clear->add_flag("--l2", only->first, "Clear the host-local tier (L2)");
+  clear->add_flag("--l3", only->second, "Clear the persistent tier (L3)");
+  clear->callback([only] {
+    CompileCache& cache = CompileCache::instance();
+    bool both = !only->first && !only->second;
+    for (auto [tier, chosen, label] : {std::tuple{CacheTier::l2, only->first || both, "L2"},
+                                       std::tuple{CacheTier::l3, only->second || both, "L3"}}) {
+      std::string dir = tier == CacheTier::l2 ? cache.l2_dir() : cache.l3_dir();
+      if (!chosen) continue;
+      if (dir.empty()) {
+        std::cout << label << " off (" << cache.disabled_reason(tier) << "): nothing to remove\n";
+        continue;
+      }
+      CacheDir::Usage removed = CacheDir(dir).clear();
+      std::cout << label << " " << dir << ": removed " << removed.entries
+                << (removed.entries == 1 ? " entry, " : " entries, ") << human_bytes(removed.bytes) << "\n";
+    }
+  });
+}
+
+}  // namespace kiln::cli

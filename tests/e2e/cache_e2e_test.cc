@@ -1,0 +1,99 @@
+// `kiln cache stats` and `kiln cache clear` on cache directories the test
+// fills through the library, as a user would see them.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "kiln/runtime/compile_cache.h"
+#include "tests/support/cli.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+
+class CacheCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "kiln_cache_e2e_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    l2_ = (dir_ / "l2").string();
+    l3_ = (dir_ / "l3").string();
+    env_ = "KILN_CACHE= KILN_L2_CACHE_DIR=" + l2_ + " KILN_CACHE_DIR=" + l3_;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CompileCache::Options options(bool l2, bool l3) {
+    CompileCache::Options o;
+    o.l2_dir = l2 ? l2_ : "";
+    o.l3_dir = l3 ? l3_ : "";
+    return o;
+  }
+  static CacheKey key(uint64_t n) { return {{n, 1, 2}, "program"}; }
+
+  fs::path dir_;
+  std::string l2_, l3_, env_;
+};
+
+TEST_F(CacheCli, StatsShowsEachTiersDirectoryAndEntries) {
+  CompileCache cache(options(true, true));
+  cache.put(key(1), std::string(1000, 'a'));
+  cache.put(key(2), std::string(3000, 'b'));
+  CompileCache::Options older = options(false, true);
+  older.identity.kiln_version = "0.0.1";
+  CompileCache(older).put(key(3), "from an older kiln");
+
+  auto r = run_cli("cache stats", env_);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find(std::string("kiln compile cache (kiln ") + KILN_VERSION), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("L2 host-local:  " + l2_ + ": 2 entries, "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("L3 persistent:  " + l3_ + ": 3 entries, "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(1 stale, 0 corrupt)"), std::string::npos) << r.output;
+
+  r = run_cli("cache stats", "KILN_CACHE=off");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("L2 host-local:  off (KILN_CACHE=off)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("L3 persistent:  off (KILN_CACHE=off)"), std::string::npos) << r.output;
+}
+
+TEST_F(CacheCli, ClearEmptiesTheChosenTiers) {
+  CompileCache cache(options(true, true));
+  cache.put(key(1), "one");
+  cache.put(key(2), "two");
+
+  auto r = run_cli("cache clear --l3", env_);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("L3 " + l3_ + ": removed 2 entries"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("L2"), std::string::npos) << "--l3 leaves L2 alone: " << r.output;
+  EXPECT_EQ(cache.disk_usage(CacheTier::l3).entries, 0);
+  EXPECT_EQ(cache.disk_usage(CacheTier::l2).entries, 2);
+
+  r = run_cli("cache clear", env_);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("L2 " + l2_ + ": removed 2 entries"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("L3 " + l3_ + ": removed 0 entries"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_empty(l2_));
+
+  r = run_cli("cache stats", env_);
+  EXPECT_NE(r.output.find(l2_ + ": 0 entries, 0 B"), std::string::npos) << r.output;
+
+  r = run_cli("cache clear", "KILN_CACHE=off");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("L2 off (KILN_CACHE=off): nothing to remove"), std::string::npos) << r.output;
+}
+
+TEST_F(CacheCli, BadUseIsAClearErrorAndNonZeroExit) {
+  auto r = run_cli("cache", env_);
+  EXPECT_NE(r.status, 0);
+  r = run_cli("cache clear --l4", env_);
+  EXPECT_NE(r.status, 0);
+  r = run_cli("cache stats", "KILN_CACHE=sometimes");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("KILN_CACHE='sometimes' must be 'on' or 'off'"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace kiln
