@@ -617,6 +617,7 @@ EXCLUDED = {
     "all_to_all": "a collective: needs several ranks",
     "broadcast": "a collective: needs several ranks",
     "reduce": "a collective: needs several ranks",
+    "fused": "made by the compiler, not users: tests/compiler checks it against the ops it fuses",
 }
 
 
