@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <thread>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "kiln/backend/cpu/elementwise_ops.h"
 #include "kiln/backend/cpu/fused/codegen.h"
 #include "kiln/backend/cpu/fused/fused_kernel.h"
+#include "kiln/backend/cpu/fused/toolchain.h"
 #include "kiln/base/error.h"
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/backend.h"
@@ -31,15 +34,22 @@ namespace {
 using ir::IntList;
 using ir::ValueId;
 
-// Compiled kernels go to a private cache directory, not the user's.
-const bool kPrivateCache = [] {
-  char dir[] = "/tmp/kiln-fused-test-XXXXXX";
-  if (mkdtemp(dir)) {
-    setenv("KILN_CACHE_DIR", dir, 1);
-    setenv("KILN_L2_CACHE_DIR", (std::string(dir) + "/l2").c_str(), 1);
+// Compiled kernels go to a private cache directory, not the user's; it is
+// removed when the test ends.
+struct PrivateCache {
+  std::string dir;
+  PrivateCache() {
+    char d[] = "/tmp/kiln-fused-test-XXXXXX";
+    if (!mkdtemp(d)) return;
+    dir = d;
+    setenv("KILN_CACHE_DIR", d, 1);
+    setenv("KILN_L2_CACHE_DIR", (dir + "/l2").c_str(), 1);
   }
-  return true;
-}();
+  ~PrivateCache() {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
+} private_cache;
 
 // Uses the library's declaration of op "fused" (kiln/compiler/fused_op.cc)
 // when linked in; otherwise a test-local one with the same attributes.
@@ -336,12 +346,21 @@ TEST_F(Fused, LargeInputsSplitAcrossThreadsAndBlocks) {
   std::string body = b.text({b.op("mul", {v, y})});
   std::vector<Tensor> in{random_tensor(DType::f32, {3, 100003}, 12), random_tensor(DType::f32, {100003}, 13)};
   check(body, "elementwise", in);
+  Body r;
+  x = r.in(DType::f32, {3, 100003});
+  y = r.in(DType::f32, {100003});
+  std::string reduction = r.text({r.reduce("sum", r.op("silu", {r.op("add", {x, y})}), {1})});
+  check(reduction, "reduction", in);
   // Same bits whatever the thread count.
-  int threads = num_threads();
-  set_num_threads(1);
-  std::vector<Tensor> one = run_fused(body, "elementwise", in);
-  set_num_threads(threads);
-  expect_same_bits(one, run_unfused(body, in), "one thread");
+  const int threads = num_threads();
+  for (CodegenMode mode : {CodegenMode::off, CodegenMode::sync}) {
+    set_codegen_mode(mode);
+    set_num_threads(1);
+    std::vector<Tensor> one = run_fused(body, "elementwise", in), one_r = run_fused(reduction, "reduction", in);
+    set_num_threads(threads);
+    expect_same_bits(one, run_unfused(body, in), "one thread");
+    expect_same_bits(one_r, run_unfused(reduction, in), "one thread");
+  }
 }
 
 // Both walks of plan.h (rows: the innermost axis reduced; columns: kept),
@@ -419,6 +438,11 @@ TEST_F(Fused, ReductionOfABodyInputDirectly) {
   Body b;
   ValueId x = b.in(DType::bf16, {6, 5000});
   check(b.text({b.reduce("sum", x, {1})}), "reduction", {random_tensor(DType::bf16, {6, 5000}, 20)});
+  // With library calls in the body, generated code evaluates in tiles.
+  Body c;
+  x = c.in(DType::bf16, {6, 5000});
+  ValueId e = c.op("add", {c.op("exp", {c.op("tanh", {x})}), x});
+  check(c.text({c.reduce("max", x, {1}), e}), "reduction", {random_tensor(DType::bf16, {6, 5000}, 20)});
 }
 
 // Fused nodes in graphs the runtime runs, with views as inputs (the kernel
@@ -470,6 +494,51 @@ TEST_F(Fused, FirstCallDoesNotWaitForTheCompiler) {
   EXPECT_EQ(fused_stats().generated, before.generated + 1);
 }
 
+// A process that exits while its compiler runs stops the compiler and
+// leaves no files behind.
+TEST(FusedExit, StopsTheCompilerAndLeavesNoFiles) {
+  namespace fs = std::filesystem;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child re-runs this test up to here
+  if (!std::getenv("KILN_FUSED_EXIT_TEST_DIR")) {
+    char d[] = "/tmp/kiln-fused-exit-XXXXXX";
+    ASSERT_TRUE(mkdtemp(d));
+    setenv("KILN_FUSED_EXIT_TEST_DIR", d, 1);
+  }
+  const std::string dir = std::getenv("KILN_FUSED_EXIT_TEST_DIR");
+  auto child = [&] {
+    setenv("TMPDIR", dir.c_str(), 1);
+    set_codegen_mode(CodegenMode::async);
+    Body b;
+    ValueId x = b.in(DType::f32, {4});
+    std::string body = b.text({b.op("add", {b.op("exp", {x}), b.full(getpid() + 0.5, DType::f32, {4})})});
+    float in[4] = {}, out[4] = {};
+    TensorRef i{in, DType::f32, {4}, {1}}, o{out, DType::f32, {4}, {1}};
+    ir::Attrs attrs{{"body", body}, {"kind", std::string("elementwise")}};
+    find_kernel(DeviceKind::cpu, "fused")->fn(KernelArgs{{&i, 1}, {&o, 1}, attrs, fused_op()});
+    // Exit as soon as the compiler works on the kernel.
+    auto compiling = [&] {
+      try {
+        for (const auto& e : fs::recursive_directory_iterator(dir))
+          if (e.path().filename() == "kernel.cc") return true;
+      } catch (const fs::filesystem_error&) {  // a directory went away meanwhile
+      }
+      return false;
+    };
+    for (int i = 0; i < 3000 && !compiling(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::exit(compiling() ? 0 : 3);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
+  bool empty = false;
+  for (int i = 0; i < 500 && !empty; ++i) {  // the compiler's processes end after the child
+    empty = fs::is_empty(dir);
+    if (!empty) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(empty) << dir << " still holds files";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  unsetenv("KILN_FUSED_EXIT_TEST_DIR");
+}
+
 TEST_F(Fused, GeneratedSourceEmbedsTheMathHeaders) {
   Body b;
   ValueId x = b.in(DType::f32, {4});
@@ -477,6 +546,17 @@ TEST_F(Fused, GeneratedSourceEmbedsTheMathHeaders) {
   EXPECT_NE(src.find("struct Exp"), std::string::npos);
   EXPECT_NE(src.find("kiln::cpu::Exp{}("), std::string::npos);
   EXPECT_EQ(src.find("#include \"kiln/"), std::string::npos) << "needs the kiln source tree";
+}
+
+TEST_F(Fused, CompilerFailuresAreReported) {
+  try {
+    build_shared_object("this is not C++");
+    FAIL() << "compiled";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("the C++ compiler failed"), std::string::npos) << m;
+    EXPECT_NE(m.find("error"), std::string::npos) << "no diagnostics: " << m;
+  }
 }
 
 // Bad bodies, run through the kernel directly so that its own checks speak.

@@ -13,6 +13,7 @@
 #pragma once
 #include <cmath>
 #include <numbers>
+#include <string_view>
 
 namespace kiln::cpu {
 
@@ -66,6 +67,12 @@ struct Gt { template <class T> bool operator()(T x, T y) const { return x > y; }
 struct Ge { template <class T> bool operator()(T x, T y) const { return x >= y; } };
 struct And { bool operator()(bool x, bool y) const { return x && y; } };
 struct Or { bool operator()(bool x, bool y) const { return x || y; } };
+
+// Functors whose math calls the C library, which has no vector forms here:
+// generated fused code gives each of them a loop of its own so that the
+// arithmetic around them still vectorises. (Only speed depends on this.)
+inline constexpr std::string_view kLibraryCallFunctors[] = {
+    "Exp", "Log", "Tanh", "Sigmoid", "Silu", "Sin", "Cos", "Erf", "GeluErf", "GeluTanh", "Pow"};
 
 // The op families as lists of X(op name, functor), expanded by the eager
 // kernel table and by the fused-kernel interpreter and code generator, so an

@@ -1,5 +1,8 @@
 // C++ code generation for fused kernels: one loop nest over the iteration
-// space with every intermediate in a register. The source embeds the
+// space with every intermediate in a register (where the body calls C
+// library math, as exp or tanh, elements go in tiles of 256 and each such
+// call gets a loop of its own, so that the arithmetic around it still
+// vectorises; values cross between those loops in L1). The source embeds the
 // headers that define kiln's scalar math (elementwise_ops.h, fold.h, ...),
 // so a generated kernel computes exactly what the eager kernels and the
 // interpreter compute, bit for bit, and needs no kiln source tree.

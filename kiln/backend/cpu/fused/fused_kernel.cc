@@ -128,7 +128,7 @@ class FusedKernel {
       std::lock_guard lock(mu_);
       error_ = e.what();
       state_.store(CodegenState::failed, std::memory_order_release);
-      if (codegen_mode() != CodegenMode::sync) warn_once(error_);
+      if (codegen_mode() != CodegenMode::sync && !exiting()) warn_once(error_);
     }
     cv_.notify_all();
   }

@@ -3,7 +3,9 @@
 //
 // The compiler is $KILN_CXX, else `c++`, run as
 //   c++ -std=c++20 -O3 -march=native -fPIC -shared -fopenmp-simd
-//       -ffp-contract=off -fno-math-errno -fvisibility=hidden
+//       -ffp-contract=off -fno-math-errno -fvisibility=hidden -pipe
+// in a private temporary directory (also its TMPDIR), in a process group of
+// its own that is stopped if this process exits before the build ends.
 // -ffp-contract=off keeps a multiply feeding an add two roundings, as they
 // are when separate eager kernels compute them (elementwise_ops.h keeps its
 // functors free of contractible patterns for the same reason);
@@ -31,6 +33,10 @@ const Toolchain& toolchain();
 // Compiles `source` into a shared object and returns its bytes. Throws
 // kiln::Error with the compiler's diagnostics on failure.
 std::string build_shared_object(const std::string& source);
+
+// True once the process has begun to exit: running compilers are stopped
+// and further builds fail (their results could not be used).
+bool exiting();
 
 // A loaded shared object; stays loaded while referenced.
 class SharedObject {
