@@ -3,6 +3,9 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <string>
+
 namespace kiln::cli {
 
 void add_info(CLI::App& app);
@@ -10,5 +13,9 @@ void add_bench(CLI::App& app);
 void add_demo(CLI::App& app);
 void add_cache(CLI::App& app);
 void add_tokenizer(CLI::App& app);
+void add_data(CLI::App& app);
+
+// `kiln info --model NAME`: seq_len <= 0 means the config's own.
+void print_model_info(const std::string& name, int64_t seq_len, bool json);
 
 }  // namespace kiln::cli

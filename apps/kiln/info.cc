@@ -2,6 +2,7 @@
 #include <dnnl.hpp>
 
 #include <iostream>
+#include <memory>
 
 #include "apps/kiln/commands.h"
 #include "kiln/backend/cpu/cpu_features.h"
@@ -11,7 +12,14 @@ namespace kiln::cli {
 
 void add_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Print the version, devices and CPU features");
-  cmd->callback([] {
+  auto model = std::make_shared<std::string>();
+  auto seq_len = std::make_shared<int64_t>(0);
+  auto json = std::make_shared<bool>(false);
+  cmd->add_option("--model", *model, "print this registered model's architecture, parameters and FLOPs instead");
+  cmd->add_option("--seq-len", *seq_len, "sequence length for --model's FLOPs (default: the model's)");
+  cmd->add_flag("--json", *json, "with --model: print JSON");
+  cmd->callback([model, seq_len, json] {
+    if (!model->empty()) return print_model_info(*model, *seq_len, *json);
     std::cout << "kiln " << KILN_VERSION << "\n";
     std::cout << "devices:\n";
     for (DeviceKind k : {DeviceKind::cpu, DeviceKind::cuda}) {

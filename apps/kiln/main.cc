@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_demo(app);
   kiln::cli::add_cache(app);
   kiln::cli::add_tokenizer(app);
+  kiln::cli::add_data(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

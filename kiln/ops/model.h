@@ -1,9 +1,11 @@
 // The transformer's fused ops: RMSNorm, rotary embeddings, cross-entropy and
 // attention. Each is one IR op whose composite is built from the basic ops;
-// the composite runs wherever no fused kernel exists, autograd
-// differentiates it (these ops have no vjp rules of their own), and fused
-// kernels are tested against it. bf16/f16 inputs compute in f32, f64 inputs
-// in f64, and results round once to the output dtype.
+// the composite runs wherever no fused kernel exists and fused kernels are
+// tested against it. Autograd differentiates the composites of
+// cross_entropy and attention; rms_norm and rope have vjp rules calling
+// fused backward ops (kiln/ops/norm_rope_backward.cc). bf16/f16 inputs
+// compute in f32, f64 inputs in f64, and results round once to the output
+// dtype.
 #pragma once
 #include <optional>
 #include <vector>

@@ -22,6 +22,13 @@ const OpDef& kRmsNorm = declare({
       KILN_CHECK(a.f("eps") >= 0, "rms_norm: eps ", a.f("eps"), " must not be negative");
       return std::vector<TypeInfo>{x};
     },
+    // One fused backward op instead of differentiating the composite.
+    .vjp = [](VjpCall& c) {
+      std::vector<Tensor> g = kiln::apply(KILN_OP("rms_norm_backward"),
+                                    std::vector<Tensor>{c.inputs[0], c.inputs[1], c.cot(0)},
+                                    c.attrs);
+      c.grads = {g[0], g[1]};
+    },
     .composite = [](CompositeCall& c) {
       const Tensor &x = c.inputs[0], &w = c.inputs[1];
       DType cd = compute_dtype(x.dtype());

@@ -94,6 +94,10 @@ def Choice(shape, values, dtype="i64", **kw):  # drawn from `values` (e.g. class
     return In("choice", shape, dtype=dtype, values=values, **kw)
 
 
+def Fixed(values, dtype="i64", **kw):  # exactly these values (e.g. group sizes)
+    return In("fixed", [len(values)], dtype=dtype, values=values, **kw)
+
+
 def Bools(shape, **kw):
     return In("bools", shape, dtype="bool", **kw)
 
@@ -154,6 +158,8 @@ def make_input(spec, dtype, rng, distinct):
         v = rng.uniform(spec.lo, spec.hi, n)
     elif spec.kind == "away":
         v = rng.uniform(spec.lo, spec.hi, n) * rng.choice([-1.0, 1.0], n)
+    elif spec.kind == "fixed":
+        v = np.asarray(spec.values)
     elif spec.kind == "choice":
         v = rng.choice(np.asarray(spec.values), n)
     elif spec.kind == "distinct":
@@ -507,6 +513,13 @@ def indexing_cases():
         Case("one_hot_i64", "one_hot", [Ints([4], 0, 2, dtype="i32")],
              lambda i: F.one_hot(i.long(), 3), {"num_classes": 3, "dtype": DT("i64")},
              dtypes=("i64",), grad=False),
+        # Distinct values: torch leaves the order of ties unspecified.
+        Case("topk", "topk", [Distinct([3, 6])], lambda x: torch.topk(x, 3, dim=-1),
+             {"k": 3}, bf16=True),
+        Case("topk_axis0", "topk", [Distinct([5, 2, 3])], lambda x: torch.topk(x, 2, dim=0),
+             {"k": 2, "axis": 0}),
+        Case("topk_all", "topk", [Distinct([2, 7])], lambda x: torch.topk(x, 7, dim=1),
+             {"k": 7, "axis": 1}),
     ]
 
 
@@ -606,6 +619,110 @@ def model_cases():
     return c
 
 
+def flash_ref(causal, scale, window=0):
+    """attention_ref with documents (ids: query i sees key j only if their
+    ids match) and the log-sum-exp of the masked scores as a second output."""
+    def fn(q, k, v, *ids):
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+        scores = q @ k.transpose(-2, -1) * scale
+        sq, sk = q.shape[2], k.shape[2]
+        allowed = torch.ones(sq, sk, dtype=torch.bool)
+        if causal:
+            i = torch.arange(sq).unsqueeze(1) + (sk - sq)
+            j = torch.arange(sk)
+            allowed = j <= i
+            if window:
+                allowed &= j > i - window
+        if ids:
+            allowed = allowed & (ids[0].unsqueeze(-1) == ids[0].unsqueeze(-2)).unsqueeze(1)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        return torch.softmax(scores, -1) @ v, torch.logsumexp(scores, -1)
+    return fn
+
+
+def linear_ce_ref(ignore, reduction):
+    def fn(h, w, targets):
+        logits = h @ w.T
+        loss = F.cross_entropy(logits, targets.long(), ignore_index=ignore, reduction=reduction)
+        return loss, torch.logsumexp(logits, -1)
+    return fn
+
+
+def grouped_ref(transpose_w):
+    def fn(x, w, sizes):
+        out, start = [], 0
+        for e, n in enumerate(sizes.tolist()):
+            out.append(x[start:start + n] @ (w[e].T if transpose_w else w[e]))
+            start += n
+        return torch.cat(out, 0)
+    return fn
+
+
+def weight_grad_ref(a, b, sizes):
+    out, start = [], 0
+    for n in sizes.tolist():
+        out.append(a[start:start + n].T @ b[start:start + n])
+        start += n
+    return torch.stack(out)
+
+
+def fused_cases():
+    """The fused ops of kiln/ops/fused_kernels.h (their backward ops are
+    checked through the forward ops' gradients)."""
+    c = []
+    for label, b, hq, hkv, s, d, causal, window, docs in [
+        ("plain", 2, 2, 2, 5, 8, False, 0, False),
+        ("causal_gqa", 2, 4, 2, 6, 4, True, 0, False),
+        ("window", 1, 2, 1, 9, 4, True, 3, False),
+        ("docs_causal", 2, 2, 1, 8, 4, True, 0, True),
+        ("docs_bidirectional", 1, 2, 2, 7, 4, False, 0, True),
+        ("long_blocks", 1, 2, 1, 150, 8, True, 0, True),  # more than one 128-row block
+    ]:
+        scale = 1.0 / d ** 0.5
+        ins = [X([b, hq, s, d], -2, 2), X([b, hkv, s, d], -2, 2), X([b, hkv, s, d])]
+        if docs:
+            ins.append(Ints([b, s], 0, 2))
+        c.append(Case(f"flash_attention_{label}", "flash_attention", ins,
+                      flash_ref(causal, scale, window),
+                      {"causal": causal, "scale": scale, "sliding_window": window}))
+    c.append(Case("flash_attention_kv_cache", "flash_attention",
+                  [X([1, 2, 3, 4]), X([1, 2, 7, 4]), X([1, 2, 7, 6])],
+                  flash_ref(True, 0.5), {"causal": True, "scale": 0.5}))
+    for label, n, d, v, ignore, red, b16 in [
+        ("mean", 6, 4, 7, -100, "mean", True),
+        ("sum", 5, 3, 9, -100, "sum", False),
+        ("none", 4, 4, 6, -100, "none", True),
+        ("ignore_custom", 8, 3, 5, 2, "mean", False),
+        ("two_tiles", 3, 4, 4100, -100, "mean", True),  # the CPU kernel's tiles are 4096 wide
+    ]:
+        classes = list(range(v))[:64] + ([ignore] * 3 if ignore == -100 and label == "mean" else [])
+        c.append(Case(f"linear_cross_entropy_{label}", "linear_cross_entropy",
+                      [X([n, d], -2, 2), X([v, d], -2, 2), Choice([n], classes)],
+                      linear_ce_ref(ignore, red), {"ignore_index": ignore, "reduction": red},
+                      bf16=b16, out_dtype=compute_dtype))
+    for label, sizes, k, n, tw, b16 in [
+        ("linear", [2, 0, 3, 1], 4, 5, True, True),
+        ("kn", [1, 3, 0], 3, 4, False, False),
+        ("one", [4], 2, 3, True, False),
+    ]:
+        e, t = len(sizes), sum(sizes)
+        wshape = [e, n, k] if tw else [e, k, n]
+        c.append(Case(f"grouped_matmul_{label}", "grouped_matmul",
+                      [X([t, k]), X(wshape), Fixed(sizes)], grouped_ref(tw),
+                      {"transpose_w": tw}, bf16=b16))
+    c.append(Case("grouped_matmul_weight_grad", "grouped_matmul_weight_grad",
+                  [X([6, 3]), X([6, 4]), Fixed([2, 0, 4], dtype="i32")], weight_grad_ref,
+                  bf16=True))
+    c += [
+        Case("silu_mul", "silu_mul", [X([2, 3, 4], -5, 5), X([2, 3, 4])],
+             lambda a, b: F.silu(a) * b, bf16=True),
+        Case("silu_mul_strided", "silu_mul", [X([3, 4], -5, 5, transpose=True), X([3, 4])],
+             lambda a, b: F.silu(a) * b),
+    ]
+    return c
+
+
 # Registered ops without cases; the test fails on any other op that has none.
 EXCLUDED = {
     "random_uniform": "kiln's Philox stream has no torch counterpart",
@@ -617,13 +734,19 @@ EXCLUDED = {
     "all_to_all": "a collective: needs several ranks",
     "broadcast": "a collective: needs several ranks",
     "reduce": "a collective: needs several ranks",
+    "flash_attention_backward": "tested through the forward op's gradient",
+    "linear_cross_entropy_backward": "tested through the forward op's gradient",
+    "rms_norm_backward": "tested through the forward op's gradient",
+    "rope_backward": "tested through the forward op's gradient",
+    "silu_mul_backward": "tested through the forward op's gradient",
     "fused": "made by the compiler, not users: tests/compiler checks it against the ops it fuses",
 }
 
 
 def all_cases():
     return (unary_cases() + binary_cases() + view_cases() + creation_cases() + matmul_cases()
-            + reduction_cases() + shape_cases() + indexing_cases() + model_cases())
+            + reduction_cases() + shape_cases() + indexing_cases() + model_cases()
+            + fused_cases())
 
 
 # --- Running cases and writing the file. -------------------------------------

@@ -1,0 +1,251 @@
+// Flash attention on the CPU. Queries and keys are cut into blocks; a task
+// owns one block of output rows and walks the key blocks with an online
+// softmax (running max and sum per row), so no q_len x kv_len scores exist,
+// only a block of them per thread. Block pairs the mask rules out entirely
+// are skipped; pairs it covers entirely skip the per-element mask.
+//
+// The backward recomputes the probabilities block by block from the saved
+// log-sum-exp in two passes: one task per (kv head, key block) accumulates dK
+// and dV over its query heads and blocks, one task per query block
+// accumulates dQ over the key blocks. Every gradient element is summed by
+// one thread in a fixed order: no atomics, same bits for any thread count.
+// bf16/f16 inputs are converted to f32 once (O(seq * head_dim) scratch).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kiln/backend/cpu/gemm.h"
+#include "kiln/backend/cpu/kernel_helpers.h"
+#include "kiln/backend/cpu/vmath.h"
+#include "kiln/base/error.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int64_t kBlockQ = 128, kBlockK = 128;
+
+template <class C>
+struct Problem {
+  int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
+  bool causal;
+  int64_t window;
+  C scale;
+  int64_t offset;                // query i sits at key position i + offset
+  std::vector<int64_t> doc;      // [batch, seq] document ids; empty for none
+  int64_t group() const { return q_heads / kv_heads; }
+  int64_t q_blocks() const { return (q_len + kBlockQ - 1) / kBlockQ; }
+  int64_t k_blocks() const { return (kv_len + kBlockK - 1) / kBlockK; }
+};
+
+template <class C>
+Problem<C> problem(const KernelArgs& a, const TensorRef* doc) {
+  const Shape &q = a.in[0].shape, &k = a.in[1].shape, &v = a.in[2].shape;
+  Problem<C> p{q[0], q[1], k[1], q[2], k[2], q[3], v[3], a.attrs.b("causal"),
+               a.attrs.i("sliding_window"), C(a.attrs.f("scale")), k[2] - q[2], {}};
+  if (doc) p.doc = int_values(*doc);
+  return p;
+}
+
+enum class Cover { none, partial, full };
+
+// Whether queries [i0, i1) may attend keys [j0, j1) of batch b: not at all,
+// in part, or every pair.
+template <class C>
+Cover cover(const Problem<C>& p, int64_t b, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  bool full = true;
+  if (p.causal) {
+    int64_t first = i0 + p.offset, last = i1 - 1 + p.offset;
+    if (j0 > last) return Cover::none;
+    full = j1 - 1 <= first;
+    if (p.window > 0) {
+      // Query position P sees keys P - window < j <= P: key j is seen by
+      // some query when j > first - window, by all when j > last - window.
+      if (j1 - 1 <= first - p.window) return Cover::none;
+      full = full && j0 > last - p.window;
+    }
+  }
+  if (!p.doc.empty()) {
+    const int64_t* ids = p.doc.data() + b * p.q_len;
+    auto [qlo, qhi] = std::minmax_element(ids + i0, ids + i1);
+    auto [klo, khi] = std::minmax_element(ids + j0, ids + j1);
+    if (*qhi < *klo || *khi < *qlo) return Cover::none;
+    full = full && *qlo == *qhi && *klo == *khi && *qlo == *klo;
+  }
+  return full ? Cover::full : Cover::partial;
+}
+
+template <class C>
+bool allowed(const Problem<C>& p, int64_t b, int64_t i, int64_t j) {
+  if (p.causal) {
+    int64_t pos = i + p.offset;
+    if (j > pos || (p.window > 0 && j <= pos - p.window)) return false;
+  }
+  if (!p.doc.empty()) {
+    const int64_t* ids = p.doc.data() + b * p.q_len;
+    if (ids[i] != ids[j]) return false;
+  }
+  return true;
+}
+
+// Sets s[r * ld + c] to -inf where query i0 + r may not see key j0 + c.
+template <class C>
+void apply_mask(const Problem<C>& p, int64_t b, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
+                C* s, int64_t ld) {
+  const C ninf = -std::numeric_limits<C>::infinity();
+  for (int64_t r = 0; r < bq; ++r)
+    for (int64_t c = 0; c < bk; ++c)
+      if (!allowed(p, b, i0 + r, j0 + c)) s[r * ld + c] = ninf;
+}
+
+template <class C>
+void forward(const KernelArgs& a) {
+  Problem<C> p = problem<C>(a, a.in.size() == 4 ? &a.in[3] : nullptr);
+  AsCompute<C> q(a.in[0]), k(a.in[1]), v(a.in[2]);
+  const TensorRef& out = a.out[0];
+  C* lse = a.out[1].ptr<C>();
+  const int64_t D = p.head_dim, Dv = p.v_dim, nq = p.q_blocks(), nk = p.k_blocks();
+  const C ninf = -std::numeric_limits<C>::infinity();
+  parallel_for(p.batch * p.q_heads * nq, 1, [&](int64_t begin, int64_t end) {
+    std::vector<C> s(kBlockQ * kBlockK), o(kBlockQ * Dv), m(kBlockQ), l(kBlockQ);
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t b = task / (p.q_heads * nq), h = task / nq % p.q_heads, i0 = task % nq * kBlockQ;
+      int64_t bq = std::min(kBlockQ, p.q_len - i0);
+      int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;  // first output row
+      int64_t kv = b * p.kv_heads + h / p.group();
+      const C* qp = q.data() + row0 * D;
+      std::fill(o.begin(), o.end(), C(0));
+      std::fill(m.begin(), m.end(), ninf);
+      std::fill(l.begin(), l.end(), C(0));
+      for (int64_t kb = 0; kb < nk; ++kb) {
+        int64_t j0 = kb * kBlockK, bk = std::min(kBlockK, p.kv_len - j0);
+        Cover cv = cover(p, b, i0, i0 + bq, j0, j0 + bk);
+        if (cv == Cover::none) continue;
+        const C* kp = k.data() + (kv * p.kv_len + j0) * D;
+        const C* vp = v.data() + (kv * p.kv_len + j0) * Dv;
+        gemm({false, true, bq, bk, D, D, D, kBlockK}, p.scale, qp, kp, C(0), s.data());
+        if (cv == Cover::partial) apply_mask(p, b, i0, bq, j0, bk, s.data(), kBlockK);
+        for (int64_t r = 0; r < bq; ++r) {
+          C* sr = s.data() + r * kBlockK;
+          C mx = row_max(sr, bk);
+          if (mx == ninf) {  // nothing visible in this block
+            std::fill(sr, sr + bk, C(0));
+            continue;
+          }
+          C mn = std::max(m[r], mx);
+          for (int64_t c = 0; c < bk; ++c) sr[c] = fast_exp(sr[c] - mn);
+          C corr = fast_exp(m[r] - mn);  // 0 on the first visible block
+          l[r] = l[r] * corr + lane_sum<C>(bk, [&](int64_t c) { return sr[c]; });
+          m[r] = mn;
+          if (corr != C(1))
+            for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] *= corr;
+        }
+        gemm({false, false, bq, Dv, bk, kBlockK, Dv, Dv}, C(1), s.data(), vp, C(1), o.data());
+      }
+      for (int64_t r = 0; r < bq; ++r) {
+        C inv = l[r] > 0 ? C(1) / l[r] : C(0);
+        for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] *= inv;
+        store_row(out, (row0 + r) * Dv, o.data() + r * Dv, Dv);
+        lse[row0 + r] = m[r] + std::log(l[r]);
+      }
+    }
+  });
+}
+
+template <class C>
+struct BackwardInputs {
+  AsCompute<C> q, k, v, dout;
+  const C *lse, *delta;
+};
+
+// The backward's shared step: P = exp(scale * Q K^T - lse) for one block
+// pair into s (masked entries 0), then dS = P * (dO V^T - delta) into ds.
+template <class C>
+void block_grads(const Problem<C>& p, const BackwardInputs<C>& in, int64_t b, int64_t h,
+                 int64_t i0, int64_t bq, int64_t j0, int64_t bk, Cover cv, C* s, C* ds) {
+  const int64_t D = p.head_dim, Dv = p.v_dim;
+  int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;
+  int64_t kv = b * p.kv_heads + h / p.group();
+  const C* qp = in.q.data() + row0 * D;
+  const C* dop = in.dout.data() + row0 * Dv;
+  gemm({false, true, bq, bk, D, D, D, kBlockK}, p.scale, qp,
+       in.k.data() + (kv * p.kv_len + j0) * D, C(0), s);
+  if (cv == Cover::partial) apply_mask(p, b, i0, bq, j0, bk, s, kBlockK);
+  gemm({false, true, bq, bk, Dv, Dv, Dv, kBlockK}, C(1), dop,
+       in.v.data() + (kv * p.kv_len + j0) * Dv, C(0), ds);
+  for (int64_t r = 0; r < bq; ++r) {
+    C lse = in.lse[row0 + r], delta = in.delta[row0 + r];
+    C *sr = s + r * kBlockK, *dr = ds + r * kBlockK;
+    for (int64_t c = 0; c < bk; ++c) {
+      sr[c] = fast_exp(sr[c] - lse);  // exp(-inf) = 0 where masked
+      dr[c] = sr[c] * (dr[c] - delta);
+    }
+  }
+}
+
+template <class C>
+void backward(const KernelArgs& a) {
+  Problem<C> p = problem<C>(a, a.in.size() == 7 ? &a.in[6] : nullptr);
+  BackwardInputs<C> in{AsCompute<C>(a.in[0]), AsCompute<C>(a.in[1]), AsCompute<C>(a.in[2]),
+                       AsCompute<C>(a.in[3]), a.in[4].ptr<C>(), a.in[5].ptr<C>()};
+  const int64_t D = p.head_dim, Dv = p.v_dim, nq = p.q_blocks(), nk = p.k_blocks();
+  const int64_t G = p.group();
+
+  // dK, dV: one task per (batch, kv head, key block).
+  parallel_for(p.batch * p.kv_heads * nk, 1, [&](int64_t begin, int64_t end) {
+    std::vector<C> s(kBlockQ * kBlockK), ds(kBlockQ * kBlockK), dk(kBlockK * D), dv(kBlockK * Dv);
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t b = task / (p.kv_heads * nk), kvh = task / nk % p.kv_heads, j0 = task % nk * kBlockK;
+      int64_t bk = std::min(kBlockK, p.kv_len - j0);
+      std::fill(dk.begin(), dk.end(), C(0));
+      std::fill(dv.begin(), dv.end(), C(0));
+      for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
+        for (int64_t qb = 0; qb < nq; ++qb) {
+          int64_t i0 = qb * kBlockQ, bq = std::min(kBlockQ, p.q_len - i0);
+          Cover cv = cover(p, b, i0, i0 + bq, j0, j0 + bk);
+          if (cv == Cover::none) continue;
+          block_grads(p, in, b, h, i0, bq, j0, bk, cv, s.data(), ds.data());
+          int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;
+          gemm({true, false, bk, Dv, bq, kBlockK, Dv, Dv}, C(1), s.data(),
+               in.dout.data() + row0 * Dv, C(1), dv.data());
+          gemm({true, false, bk, D, bq, kBlockK, D, D}, p.scale, ds.data(),
+               in.q.data() + row0 * D, C(1), dk.data());
+        }
+      }
+      int64_t key0 = (b * p.kv_heads + kvh) * p.kv_len + j0;
+      for (int64_t r = 0; r < bk; ++r) {
+        store_row(a.out[1], (key0 + r) * D, dk.data() + r * D, D);
+        store_row(a.out[2], (key0 + r) * Dv, dv.data() + r * Dv, Dv);
+      }
+    }
+  });
+
+  // dQ: one task per (batch, query head, query block).
+  parallel_for(p.batch * p.q_heads * nq, 1, [&](int64_t begin, int64_t end) {
+    std::vector<C> s(kBlockQ * kBlockK), ds(kBlockQ * kBlockK), dq(kBlockQ * D);
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t b = task / (p.q_heads * nq), h = task / nq % p.q_heads, i0 = task % nq * kBlockQ;
+      int64_t bq = std::min(kBlockQ, p.q_len - i0);
+      int64_t kv = b * p.kv_heads + h / G;
+      std::fill(dq.begin(), dq.end(), C(0));
+      for (int64_t kb = 0; kb < nk; ++kb) {
+        int64_t j0 = kb * kBlockK, bk = std::min(kBlockK, p.kv_len - j0);
+        Cover cv = cover(p, b, i0, i0 + bq, j0, j0 + bk);
+        if (cv == Cover::none) continue;
+        block_grads(p, in, b, h, i0, bq, j0, bk, cv, s.data(), ds.data());
+        gemm({false, false, bq, D, bk, kBlockK, D, D}, p.scale, ds.data(),
+             in.k.data() + (kv * p.kv_len + j0) * D, C(1), dq.data());
+      }
+      int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;
+      for (int64_t r = 0; r < bq; ++r) store_row(a.out[0], (row0 + r) * D, dq.data() + r * D, D);
+    }
+  });
+}
+
+const KernelRegistrar registrations[] = {
+    {DeviceKind::cpu, "flash_attention", {by_compute_type<forward<double>, forward<float>>, false}},
+    {DeviceKind::cpu, "flash_attention_backward",
+     {by_compute_type<backward<double>, backward<float>>, false}},
+};
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,29 @@
+// Row-major matrix products on raw buffers for the fused kernels, which cut
+// their work into blocks themselves: C = alpha * op(A) op(B) + beta * C.
+// gemm runs on the calling thread only (oneDNN's sgemm for f32, a plain loop
+// for f64), so a kernel that gives each output block to one thread gets the
+// same bits whatever the thread count. parallel_gemm splits C into fixed
+// blocks across threads, which keeps that property.
+#pragma once
+#include <cstdint>
+
+namespace kiln::cpu {
+
+struct GemmArgs {
+  bool ta = false, tb = false;  // op(A) = A^T, op(B) = B^T
+  int64_t m = 0, n = 0, k = 0;  // op(A) is [m, k], op(B) [k, n], C [m, n]
+  int64_t lda = 0, ldb = 0, ldc = 0;  // row strides, in elements
+};
+
+void gemm(const GemmArgs& g, float alpha, const float* a, const float* b, float beta, float* c);
+void gemm(const GemmArgs& g, double alpha, const double* a, const double* b, double beta,
+          double* c);
+
+// As gemm, with C cut into blocks of rows x cols computed in parallel, each
+// over the whole of k. Large blocks amortise the packing sgemm does per
+// call (each call packs its rows of op(A) and its columns of op(B)).
+template <class C>
+void parallel_gemm(const GemmArgs& g, C alpha, const C* a, const C* b, C beta, C* c,
+                   int64_t rows = 256, int64_t cols = 1024);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,112 @@
+// Grouped matmul on the CPU: every expert's product in one kernel. Work is
+// a list of (expert, block of rows) tasks run in parallel, each one
+// sequential product, so each output element is computed by one thread in a
+// fixed order. bf16/f16 operands are converted to f32 per thread: the
+// forward converts a task's rows and its expert's weight (tasks of one
+// expert are adjacent, so each thread converts an expert about once); the
+// weight gradient, whose tasks share their rows, converts its inputs whole.
+#include <vector>
+
+#include "kiln/backend/cpu/gemm.h"
+#include "kiln/backend/cpu/kernel_helpers.h"
+#include "kiln/base/error.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int64_t kRows = 64;  // rows of the output per task
+
+// Offsets of the groups, [E + 1], after checking the sizes sum to `rows`.
+std::vector<int64_t> group_offsets(const KernelArgs& a, const TensorRef& sizes, int64_t rows) {
+  std::vector<int64_t> g = int_values(sizes), off(g.size() + 1, 0);
+  for (size_t e = 0; e < g.size(); ++e) {
+    KILN_CHECK(g[e] >= 0, a.op.name, ": group_sizes[", e, "] is ", g[e],
+               "; group sizes must not be negative");
+    off[e + 1] = off[e] + g[e];
+  }
+  KILN_CHECK(off.back() == rows, a.op.name, ": group_sizes sum to ", off.back(), " but there are ",
+             rows, " rows; every row must belong to exactly one group");
+  return off;
+}
+
+struct Task {
+  int64_t group, first, count;
+};
+
+// Blocks of `block` along each group's extent (ext(e) elements), in order.
+template <class Ext>
+std::vector<Task> tasks(int64_t groups, int64_t block, Ext ext) {
+  std::vector<Task> t;
+  for (int64_t e = 0; e < groups; ++e)
+    for (int64_t r = 0; r < ext(e); r += block) t.push_back({e, r, std::min(block, ext(e) - r)});
+  return t;
+}
+
+template <class C>
+void grouped(const KernelArgs& a) {
+  const TensorRef &xr = a.in[0], &wr = a.in[1], &out = a.out[0];
+  const bool tw = a.attrs.b("transpose_w");
+  const int64_t rows = xr.shape[0], K = xr.shape[1], E = wr.shape[0];
+  const int64_t N = out.shape[1], per_expert = N * K;
+  std::vector<int64_t> off = group_offsets(a, a.in[2], rows);
+  std::vector<Task> work = tasks(E, kRows, [&](int64_t e) { return off[e + 1] - off[e]; });
+  const bool direct = stored_as<C>(wr.dtype);  // x, w and out share the dtype
+  parallel_for(int64_t(work.size()), 1, [&](int64_t begin, int64_t end) {
+    std::vector<C> wbuf, xbuf, ybuf;
+    if (!direct) {
+      wbuf.resize(size_t(per_expert));
+      xbuf.resize(size_t(kRows * K));
+      ybuf.resize(size_t(kRows * N));
+    }
+    int64_t converted = -1;  // the expert in wbuf
+    for (int64_t i = begin; i < end; ++i) {
+      const Task& t = work[size_t(i)];
+      int64_t row = off[size_t(t.group)] + t.first;
+      const C *we, *xs;
+      if (direct) {
+        we = wr.ptr<C>() + t.group * per_expert;
+        xs = xr.ptr<C>() + row * K;
+      } else {
+        if (converted != t.group) load_compute(wr, t.group * per_expert, per_expert, wbuf.data());
+        converted = t.group;
+        load_compute(xr, row * K, t.count * K, xbuf.data());
+        we = wbuf.data();
+        xs = xbuf.data();
+      }
+      C* y = direct ? out.ptr<C>() + row * N : ybuf.data();
+      gemm({false, tw, t.count, N, K, K, tw ? K : N, N}, C(1), xs, we, C(0), y);
+      if (!direct) store_row(out, row * N, y, t.count * N);
+    }
+  });
+}
+
+template <class C>
+void weight_grad(const KernelArgs& a) {
+  const TensorRef &ar = a.in[0], &br = a.in[1], &out = a.out[0];
+  const int64_t rows = ar.shape[0], P = ar.shape[1], Q = br.shape[1], E = out.shape[0];
+  std::vector<int64_t> off = group_offsets(a, a.in[2], rows);
+  AsCompute<C> A(ar), B(br);
+  const bool direct = stored_as<C>(out.dtype);
+  std::vector<Task> work = tasks(E, kRows, [&](int64_t) { return P; });
+  parallel_for(int64_t(work.size()), 1, [&](int64_t begin, int64_t end) {
+    std::vector<C> buf(direct ? 0 : size_t(kRows * Q));
+    for (int64_t i = begin; i < end; ++i) {
+      const Task& t = work[size_t(i)];
+      int64_t r0 = off[size_t(t.group)], n = off[size_t(t.group) + 1] - r0;
+      int64_t first = (t.group * P + t.first) * Q;
+      C* o = direct ? out.ptr<C>() + first : buf.data();
+      gemm({true, false, t.count, Q, n, P, Q, Q}, C(1), A.data() + r0 * P + t.first,
+           B.data() + r0 * Q, C(0), o);
+      if (!direct) store_row(out, first, o, t.count * Q);
+    }
+  });
+}
+
+const KernelRegistrar registrations[] = {
+    {DeviceKind::cpu, "grouped_matmul", {by_compute_type<grouped<double>, grouped<float>>, false}},
+    {DeviceKind::cpu, "grouped_matmul_weight_grad",
+     {by_compute_type<weight_grad<double>, weight_grad<float>>, false}},
+};
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,124 @@
+// Helpers the fused kernels share: scratch memory from the device's caching
+// allocator (so kiln::memory_stats counts it), inputs viewed in their compute
+// type, and row reductions written so that they vectorise while summing in a
+// fixed order.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "kiln/backend/cpu/loops.h"
+#include "kiln/runtime/backend.h"
+
+namespace kiln::cpu {
+
+// An uninitialised buffer of n elements of T from the CPU caching allocator.
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) : storage_(kCPU, size_t(std::max<int64_t>(n, 1)) * sizeof(T)) {}
+  T* data() const { return static_cast<T*>(storage_.data); }
+
+ private:
+  Storage storage_;
+};
+
+// Whether a tensor of dtype t is stored in the compute type C.
+template <class C>
+bool stored_as(DType t) {
+  return t == (std::is_same_v<C, double> ? DType::f64 : DType::f32);
+}
+
+// n elements of a contiguous tensor stored as T, from element offset `at`,
+// read as compute values / written from them (rounding to T).
+template <class T, class C>
+void load_as(const TensorRef& t, int64_t at, int64_t n, C* out) {
+  const char* in = static_cast<const char*>(t.data) + at * int64_t(sizeof(T));
+  for (int64_t i = 0; i < n; ++i) out[i] = C(load<T>(in + i * int64_t(sizeof(T))));
+}
+
+template <class T, class C>
+void store_as(const TensorRef& t, int64_t at, const C* in, int64_t n) {
+  char* out = static_cast<char*>(t.data) + at * int64_t(sizeof(T));
+  for (int64_t i = 0; i < n; ++i) store<T>(out + i * int64_t(sizeof(T)), in[i]);
+}
+
+// The same for the tensor's own dtype.
+template <class C>
+void load_compute(const TensorRef& t, int64_t at, int64_t n, C* out) {
+  visit_dtype(t.dtype, [&](auto tag) { load_as<decltype(tag)>(t, at, n, out); });
+}
+
+template <class C>
+void store_row(const TensorRef& t, int64_t at, const C* in, int64_t n) {
+  visit_dtype(t.dtype, [&](auto tag) { store_as<decltype(tag)>(t, at, in, n); });
+}
+
+// A contiguous tensor's elements as C: the tensor's own buffer when it is
+// stored as C, else a converted copy (bf16 and f16 compute in f32).
+template <class C>
+class AsCompute {
+ public:
+  explicit AsCompute(const TensorRef& t) {
+    if (stored_as<C>(t.dtype)) {
+      data_ = t.ptr<C>();
+      return;
+    }
+    copy_.emplace(t.numel());
+    C* out = copy_->data();
+    parallel_for(t.numel(), 1 << 16,
+                 [&](int64_t b, int64_t e) { load_compute(t, b, e - b, out + b); });
+    data_ = out;
+  }
+  const C* data() const { return data_; }
+
+ private:
+  std::optional<Scratch<C>> copy_;
+  const C* data_ = nullptr;
+};
+
+// Integer tensors (i32 or i64) widened to i64.
+inline std::vector<int64_t> int_values(const TensorRef& t) {
+  std::vector<int64_t> v(size_t(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = t.dtype == DType::i32 ? int64_t(t.ptr<int32_t>()[i]) : t.ptr<int64_t>()[i];
+  return v;
+}
+
+// Sums over a row in 16 interleaved lanes combined in order: vectorisable,
+// and the same bits for the same row however the work is split.
+constexpr int kLanes = 16;
+
+template <class C, class F>
+C lane_sum(int64_t n, F f) {
+  C acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += f(i + k);
+  for (int k = 1; k < kLanes; ++k) acc[0] += acc[k];
+  for (; i < n; ++i) acc[0] += f(i);
+  return acc[0];
+}
+
+template <class C>
+C row_max(const C* p, int64_t n) {
+  C acc[kLanes];
+  std::fill(acc, acc + kLanes, -std::numeric_limits<C>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] = std::max(acc[k], p[i + k]);
+  for (int k = 1; k < kLanes; ++k) acc[0] = std::max(acc[0], acc[k]);
+  for (; i < n; ++i) acc[0] = std::max(acc[0], p[i]);
+  return acc[0];
+}
+
+// Runs the f64 kernel for f64 inputs (input 0's dtype), the f32 one otherwise.
+template <void (*F64)(const KernelArgs&), void (*F32)(const KernelArgs&)>
+void by_compute_type(const KernelArgs& a) {
+  if (a.in[0].dtype == DType::f64) F64(a);
+  else F32(a);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,167 @@
+// Fused linear cross-entropy on the CPU. The vocabulary is cut into tiles of
+// kTile columns; for each tile the logits of every token (h @ w_tile^T) are
+// computed into one [tokens, kTile] scratch block, folded into each row's
+// running max and sum of exponentials, and the target's logit is picked
+// out. The [tokens, vocab] logits never exist. The backward recomputes each
+// tile's logits, forms G = softmax * dsoft - onehot * dtarget in place and
+// adds G @ w_tile to dh and writes G^T @ h to the tile's rows of dw.
+// The products run as parallel_gemm (fixed blocks, each summed whole by one
+// thread) and the row updates one row per thread, so results do not depend
+// on the thread count.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "kiln/backend/cpu/gemm.h"
+#include "kiln/backend/cpu/kernel_helpers.h"
+#include "kiln/backend/cpu/vmath.h"
+#include "kiln/base/error.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int64_t kTile = 4096;  // vocabulary columns per tile
+constexpr int64_t kRows = 16;    // rows per task of the row-wise passes
+
+// Targets, each checked to be a class index or ignore_index.
+std::vector<int64_t> checked_targets(const KernelArgs& a, int64_t vocab) {
+  std::vector<int64_t> t = int_values(a.in[2]);
+  int64_t ignore = a.attrs.i("ignore_index");
+  for (size_t i = 0; i < t.size(); ++i)
+    KILN_CHECK(t[i] == ignore || (t[i] >= 0 && t[i] < vocab), a.op.name, ": target ", t[i],
+               " at position ", i, " is out of range for a vocabulary of ", vocab,
+               " (valid: 0..", vocab - 1, ", or ignore_index ", ignore, ")");
+  return t;
+}
+
+// What both passes set up: h in the compute type, w tile by tile, the
+// targets and the logits scratch block.
+template <class C>
+struct Setup {
+  int64_t rows, dim, vocab, tile;
+  std::vector<int64_t> targets;
+  AsCompute<C> h;
+  const TensorRef& w;
+  std::optional<Scratch<C>> w_buffer;  // one tile of w converted, unless w is stored as C
+  Scratch<C> block;                    // [rows, tile] logits
+
+  explicit Setup(const KernelArgs& a)
+      : rows(a.in[0].shape[0]), dim(a.in[0].shape[1]), vocab(a.in[1].shape[0]),
+        tile(std::min(kTile, vocab)), targets(checked_targets(a, vocab)), h(a.in[0]),
+        w(a.in[1]), block(rows * tile) {
+    if (!stored_as<C>(w.dtype)) w_buffer.emplace(tile * dim);
+  }
+  // The weight rows [v0, v0 + n) in the compute type.
+  const C* weights(int64_t v0, int64_t n) {
+    if (!w_buffer) return w.ptr<C>() + v0 * dim;
+    C* out = w_buffer->data();
+    parallel_for(n * dim, 1 << 16,
+                 [&](int64_t b, int64_t e) { load_compute(w, v0 * dim + b, e - b, out + b); });
+    return out;
+  }
+  // The logits of every row against the tile's weights, into the block
+  // ([rows, width], row stride width).
+  C* logits(const C* wt, int64_t width) {
+    parallel_gemm<C>({false, true, rows, width, dim, dim, dim, width}, C(1), h.data(), wt, C(0),
+                     block.data());
+    return block.data();
+  }
+};
+
+// Calls f(row) for every row, in parallel.
+template <class F>
+void for_rows(int64_t rows, F f) {
+  parallel_for(rows, kRows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) f(r);
+  });
+}
+
+template <class C>
+void forward(const KernelArgs& a) {
+  Setup<C> s(a);
+  const C ninf = -std::numeric_limits<C>::infinity();
+  std::vector<C> m(size_t(s.rows), ninf), l(size_t(s.rows), C(0)), picked(size_t(s.rows), C(0));
+  for (int64_t v0 = 0; v0 < s.vocab; v0 += s.tile) {
+    int64_t width = std::min(s.tile, s.vocab - v0);
+    C* block = s.logits(s.weights(v0, width), width);
+    for_rows(s.rows, [&](int64_t r) {
+      C* z = block + r * width;
+      int64_t t = s.targets[size_t(r)] - v0;
+      if (t >= 0 && t < width) picked[size_t(r)] = z[t];
+      C mn = std::max(m[size_t(r)], row_max(z, width));
+      for (int64_t c = 0; c < width; ++c) z[c] = fast_exp(z[c] - mn);
+      l[size_t(r)] = l[size_t(r)] * fast_exp(m[size_t(r)] - mn) +
+                     lane_sum<C>(width, [&](int64_t c) { return z[c]; });
+      m[size_t(r)] = mn;
+    });
+  }
+  int64_t ignore = a.attrs.i("ignore_index");
+  const std::string& reduction = a.attrs.s("reduction");
+  C* loss = a.out[0].ptr<C>();
+  C* lse = a.out[1].ptr<C>();
+  double total = 0, count = 0;  // in index order
+  for (int64_t r = 0; r < s.rows; ++r) {
+    lse[r] = m[size_t(r)] + std::log(l[size_t(r)]);
+    bool valid = s.targets[size_t(r)] != ignore;
+    C row_loss = valid ? lse[r] - picked[size_t(r)] : C(0);
+    if (reduction == "none") loss[r] = row_loss;
+    total += double(row_loss);
+    count += valid ? 1 : 0;
+  }
+  if (reduction == "sum") loss[0] = C(total);
+  if (reduction == "mean") loss[0] = C(total / count);  // NaN without targets, as torch
+}
+
+template <class C>
+void backward(const KernelArgs& a) {
+  Setup<C> s(a);
+  const C *lse = a.in[3].ptr<C>(), *dsoft = a.in[4].ptr<C>(), *dtarget = a.in[5].ptr<C>();
+  int64_t ignore = a.attrs.i("ignore_index");
+  const TensorRef &dh_out = a.out[0], &dw_out = a.out[1];
+  // dh accumulates over tiles in C, and each tile's dw rows are computed in
+  // C: in the outputs themselves when they are C, else in scratch.
+  const bool direct = stored_as<C>(dh_out.dtype);  // h and w share the dtype
+  std::optional<Scratch<C>> dh_buffer, dw_buffer;
+  if (!direct) {
+    dh_buffer.emplace(s.rows * s.dim);
+    dw_buffer.emplace(s.tile * s.dim);
+  }
+  C* dh = direct ? dh_out.ptr<C>() : dh_buffer->data();
+  std::fill(dh, dh + s.rows * s.dim, C(0));
+
+  for (int64_t v0 = 0; v0 < s.vocab; v0 += s.tile) {
+    int64_t width = std::min(s.tile, s.vocab - v0);
+    const C* wt = s.weights(v0, width);
+    // G = softmax * dsoft - onehot * dtarget, over the logits in place.
+    C* g = s.logits(wt, width);
+    for_rows(s.rows, [&](int64_t r) {
+      C* z = g + r * width;
+      C shift = lse[r], coef = dsoft[r];
+      for (int64_t c = 0; c < width; ++c) z[c] = fast_exp(z[c] - shift) * coef;
+      int64_t t = s.targets[size_t(r)];
+      if (t != ignore && t >= v0 && t < v0 + width) z[t - v0] -= dtarget[r];
+    });
+    parallel_gemm<C>({false, false, s.rows, s.dim, width, width, s.dim, s.dim}, C(1), g, wt, C(1),
+                     dh);
+    C* dw = direct ? dw_out.ptr<C>() + v0 * s.dim : dw_buffer->data();
+    parallel_gemm<C>({true, false, width, s.dim, s.rows, width, s.dim, s.dim}, C(1), g,
+                     s.h.data(), C(0), dw);
+    if (!direct)
+      parallel_for(width * s.dim, 1 << 16, [&](int64_t b, int64_t e) {
+        store_row(dw_out, v0 * s.dim + b, dw + b, e - b);
+      });
+  }
+  if (!direct)
+    parallel_for(s.rows * s.dim, 1 << 16,
+                 [&](int64_t b, int64_t e) { store_row(dh_out, b, dh + b, e - b); });
+}
+
+const KernelRegistrar registrations[] = {
+    {DeviceKind::cpu, "linear_cross_entropy", {by_compute_type<forward<double>, forward<float>>, false}},
+    {DeviceKind::cpu, "linear_cross_entropy_backward",
+     {by_compute_type<backward<double>, backward<float>>, false}},
+};
+
+}  // namespace
+}  // namespace kiln::cpu

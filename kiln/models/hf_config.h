@@ -1,0 +1,42 @@
+// Hugging Face config.json <-> ModelConfig for LlamaForCausalLM,
+// Qwen3ForCausalLM and Qwen3MoeForCausalLM.
+//
+// Reading accepts both the classic hub layout (rope_theta, rope_scaling,
+// num_experts) and the transformers >= 5 one (rope_parameters,
+// num_local_experts); a key that is absent takes the transformers class's
+// default. A feature kiln does not implement (another activation, MLP bias,
+// sliding-window layers, a RoPE type other than default/llama3, dropout,
+// quantization, ...) is a kiln::Error naming the key, never silently
+// dropped. Writing emits the classic layout, which every transformers
+// version reads.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kiln/base/dtype.h"
+#include "kiln/models/config.h"
+
+namespace kiln {
+
+struct HfConfig {
+  ModelConfig model;
+  std::string architecture;    // e.g. "LlamaForCausalLM"
+  std::optional<DType> dtype;  // "dtype" / "torch_dtype", when present and known
+};
+
+// Parses config.json text; `source` names it in errors (a path, usually).
+// The model's name is `source`; its seq_len (a training setting HF does not
+// record) is min(max_position_embeddings, 4096).
+HfConfig parse_hf_config(std::string_view json_text, const std::string& source = "config.json");
+HfConfig read_hf_config(const std::string& path);
+
+// "LlamaForCausalLM" | "Qwen3ForCausalLM" | "Qwen3MoeForCausalLM" for the
+// config's family.
+const char* hf_architecture(const ModelConfig& config);
+
+// config.json text (pretty-printed) for `config`, with `dtype` as the
+// weights' dtype. Throws when the config cannot be expressed.
+std::string hf_config_json(const ModelConfig& config, DType dtype = DType::f32);
+
+}  // namespace kiln

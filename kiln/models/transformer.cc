@@ -1,0 +1,144 @@
+#include "kiln/models/transformer.h"
+
+#include "kiln/base/error.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/fused_kernels.h"
+#include "kiln/ops/matmul.h"
+
+namespace kiln {
+namespace {
+
+nn::AttentionConfig attention_config(const ModelConfig& c) {
+  nn::AttentionConfig a;
+  a.dim = c.dim;
+  a.n_heads = c.n_heads;
+  a.n_kv_heads = c.n_kv_heads;
+  a.head_dim = c.head_dim;
+  a.qk_norm = c.qk_norm;
+  a.bias = c.attention_bias;
+  a.norm_eps = c.norm_eps;
+  a.impl = c.attention_impl;
+  return a;
+}
+
+nn::MoEConfig moe_config(const ModelConfig& c) {
+  nn::MoEConfig m;
+  m.dim = c.dim;
+  m.n_experts = c.n_experts;
+  m.top_k = c.top_k;
+  m.ffn_dim = c.moe_ffn_dim;
+  m.norm_topk_prob = c.norm_topk_prob;
+  m.impl = c.moe_impl;
+  return m;
+}
+
+// Checked before any module is built from it.
+const ModelConfig& validated(const ModelConfig& c) {
+  c.validate();
+  return c;
+}
+
+}  // namespace
+
+TransformerBlock::TransformerBlock(const ModelConfig& c, int64_t layer, DType dtype)
+    : self_attn(attention_config(c), dtype),
+      input_layernorm(c.dim, c.norm_eps, dtype),
+      post_attention_layernorm(c.dim, c.norm_eps, dtype) {
+  register_module("self_attn", &self_attn);
+  if (c.is_moe_layer(layer)) {
+    moe = std::make_unique<nn::MoE>(moe_config(c), dtype);
+    register_module("mlp", moe.get());
+  } else {
+    mlp = std::make_unique<nn::SwiGLU>(c.dim, c.ffn_dim, dtype);
+    register_module("mlp", mlp.get());
+  }
+  register_module("input_layernorm", &input_layernorm);
+  register_module("post_attention_layernorm", &post_attention_layernorm);
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, const RopeTables& rope, const Tensor& doc_ids,
+                                 nn::Routing* routing) const {
+  Tensor h = x + self_attn.forward(input_layernorm.forward(x), rope.cos, rope.sin, doc_ids);
+  Tensor n = post_attention_layernorm.forward(h);
+  return h + (moe ? moe->forward(n, routing) : mlp->forward(n));
+}
+
+TransformerModel::TransformerModel(const ModelConfig& c, DType dtype)
+    : embed_tokens(c.vocab_size, c.dim, dtype),
+      norm(c.dim, c.norm_eps, dtype),
+      rotary(c.head_dim, c.rope_theta, c.rope_scaling, c.seq_len) {
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    layers.push_back(std::make_unique<TransformerBlock>(c, l, dtype));
+  register_module("embed_tokens", &embed_tokens);
+  register_module("layers", &layers);
+  register_module("norm", &norm);
+}
+
+Tensor TransformerModel::forward(const Tensor& ids, const ForwardOptions& options,
+                                 std::vector<nn::Routing>* routing) const {
+  KILN_CHECK(ids.rank() == 2 && is_integer(ids.dtype()),
+             "model: ids must be i32/i64 [batch, seq], got ", dtype_name(ids.dtype()), ids.shape());
+  const int64_t B = ids.dim(0), S = ids.dim(1);
+  for (const Tensor* t : {&options.doc_ids, &options.positions})
+    KILN_CHECK(!t->defined() || (t->rank() == 2 && t->dim(0) == B && t->dim(1) == S),
+               "model: doc_ids and positions must be [", B, ", ", S, "] like ids, got ",
+               t->shape());
+  Tensor x = embed_tokens.forward(ids);
+  RopeTables rope = rotary.tables(S, x.dtype(), options.positions);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    nn::Routing r;
+    x = layers[l].forward(x, rope, options.doc_ids, &r);
+    if (routing && layers[l].is_moe()) routing->push_back(std::move(r));
+  }
+  return norm.forward(x);
+}
+
+CausalLM::CausalLM(const ModelConfig& c, DType dtype) : model(validated(c), dtype), config_(c) {
+  register_module("model", &model);
+  if (!c.tie_embeddings) {
+    lm_head = std::make_unique<nn::Linear>(c.dim, c.vocab_size, false, dtype);
+    register_module("lm_head", lm_head.get());
+  }
+}
+
+const Tensor& CausalLM::lm_head_weight() const {
+  return lm_head ? lm_head->weight : model.embed_tokens.weight;
+}
+
+Tensor CausalLM::logits(const Tensor& ids, const ForwardOptions& options) const {
+  Tensor h = model.forward(ids, options, nullptr);
+  return matmul(h.reshape({-1, config_.dim}), lm_head_weight(), false, true)
+      .reshape({ids.dim(0), ids.dim(1), config_.vocab_size});
+}
+
+LMOutput CausalLM::forward(const Tensor& ids, const Tensor& targets,
+                           const ForwardOptions& options, int64_t ignore_index) const {
+  KILN_CHECK(targets.shape() == ids.shape() && is_integer(targets.dtype()),
+             "CausalLM: targets must be i32/i64 shaped like ids ", ids.shape(), ", got ",
+             dtype_name(targets.dtype()), targets.shape());
+  std::vector<nn::Routing> routing;
+  Tensor h = model.forward(ids, options, &routing).reshape({-1, config_.dim});
+  Tensor t = targets.reshape({-1});
+  LMOutput out;
+  if (config_.loss_impl == "fused_ce")
+    out.ce_loss = linear_cross_entropy(h, lm_head_weight(), t, ignore_index);
+  else
+    out.ce_loss = cross_entropy(matmul(h, lm_head_weight(), false, true), t, ignore_index);
+  out.loss = out.ce_loss;
+  if (!routing.empty()) {
+    out.aux_loss = nn::load_balancing_loss(routing, config_.n_experts, config_.top_k);
+    if (config_.router_aux_loss_coef != 0)
+      out.loss = out.ce_loss + out.aux_loss.to(out.ce_loss.dtype()) * config_.router_aux_loss_coef;
+    for (const nn::Routing& r : routing) out.expert_counts.push_back(r.counts);
+  }
+  return out;
+}
+
+std::unique_ptr<CausalLM> build_model(const ModelConfig& config, DType dtype, uint64_t seed) {
+  auto m = std::make_unique<CausalLM>(config, dtype);
+  Generator g(seed);
+  m->init_parameters(g, config.init_std);
+  return m;
+}
+
+}  // namespace kiln

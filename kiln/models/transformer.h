@@ -1,0 +1,105 @@
+// The decoder-only transformer of Llama 3, Qwen3 and Qwen3-MoE, built from a
+// ModelConfig: one generic model whose family differences are config fields
+// (qk_norm, MoE layers, tied embeddings, rope scaling). The module tree and
+// parameter names are Hugging Face's *ForCausalLM:
+//   model.embed_tokens.weight
+//   model.layers.{i}.self_attn.{q,k,v,o}_proj.weight   (+ .bias with attention_bias)
+//   model.layers.{i}.self_attn.{q,k}_norm.weight        (qk_norm)
+//   model.layers.{i}.mlp.{gate,up,down}_proj.weight     (dense layers)
+//   model.layers.{i}.mlp.experts.{gate_up,down}_proj, mlp.gate.weight  (MoE layers)
+//   model.layers.{i}.{input,post_attention}_layernorm.weight
+//   model.norm.weight
+//   lm_head.weight                                      (absent when tied)
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "kiln/models/config.h"
+#include "kiln/nn/attention.h"
+#include "kiln/nn/layers.h"
+#include "kiln/nn/mlp.h"
+#include "kiln/nn/moe.h"
+#include "kiln/nn/rotary.h"
+
+namespace kiln {
+
+// Per-call inputs beyond the token ids.
+struct ForwardOptions {
+  // i32/i64 [B, S]: packed documents; a token attends only earlier tokens
+  // with the same id.
+  Tensor doc_ids;
+  // i32/i64 [B, S]: rotary positions (default 0..S-1 in every row), e.g.
+  // restarting at each packed document. Must be below the config's seq_len.
+  Tensor positions;
+};
+
+class TransformerBlock : public nn::Module {
+ public:
+  TransformerBlock(const ModelConfig& config, int64_t layer, DType dtype);
+  // x [B, S, dim]; `routing` receives the MoE router's decisions (MoE layers).
+  Tensor forward(const Tensor& x, const RopeTables& rope, const Tensor& doc_ids,
+                 nn::Routing* routing) const;
+  bool is_moe() const { return moe != nullptr; }
+
+  nn::Attention self_attn;
+  std::unique_ptr<nn::SwiGLU> mlp;  // one of mlp / moe, registered as "mlp"
+  std::unique_ptr<nn::MoE> moe;
+  nn::RMSNorm input_layernorm, post_attention_layernorm;
+};
+
+// HF's *Model: embeddings, decoder layers, final norm (the "model." prefix).
+class TransformerModel : public nn::Module {
+ public:
+  TransformerModel(const ModelConfig& config, DType dtype);
+  // ids [B, S] -> normalised hidden states [B, S, dim]; `routing`, when
+  // given, receives one entry per MoE layer.
+  Tensor forward(const Tensor& ids, const ForwardOptions& options,
+                 std::vector<nn::Routing>* routing) const;
+
+  nn::Embedding embed_tokens;
+  nn::ModuleList<TransformerBlock> layers;
+  nn::RMSNorm norm;
+  nn::RotaryEmbedding rotary;
+};
+
+struct LMOutput {
+  Tensor loss;      // ce_loss + router_aux_loss_coef * aux_loss: what training minimises
+  Tensor ce_loss;   // mean cross-entropy over targets != ignore_index (f32; f64 for f64)
+  Tensor aux_loss;  // load-balancing loss (MoE models only)
+  std::vector<Tensor> expert_counts;  // per MoE layer: [n_experts] i64 tokens routed
+};
+
+class CausalLM : public nn::Module {
+ public:
+  // Parameters are zeros (norms ones): call init_parameters or
+  // load_state_dict next, or use build_model.
+  CausalLM(const ModelConfig& config, DType dtype = DType::f32);
+
+  // ids [B, S] (i32/i64) -> logits [B, S, vocab_size] in the parameters' dtype.
+  Tensor logits(const Tensor& ids, const ForwardOptions& options = {}) const;
+  // targets [B, S]: targets[b, s] is the token after ids[b, s] (already
+  // shifted, unlike HF's labels); ignore_index entries do not count. With
+  // loss_impl "fused_ce" the logits are never materialised.
+  LMOutput forward(const Tensor& ids, const Tensor& targets, const ForwardOptions& options = {},
+                   int64_t ignore_index = -100) const;
+  Tensor loss(const Tensor& ids, const Tensor& targets, const ForwardOptions& options = {}) const {
+    return forward(ids, targets, options).loss;
+  }
+
+  const ModelConfig& config() const { return config_; }
+  // The LM head's [vocab_size, dim] weight: the embedding's when tied.
+  const Tensor& lm_head_weight() const;
+
+  TransformerModel model;
+  std::unique_ptr<nn::Linear> lm_head;  // null when tie_embeddings
+
+ private:
+  ModelConfig config_;
+};
+
+// A validated, initialised model: parameters drawn from normal(0, init_std)
+// with Generator(seed), norms 1, biases 0 (HF's _init_weights).
+std::unique_ptr<CausalLM> build_model(const ModelConfig& config, DType dtype = DType::f32,
+                                      uint64_t seed = 0);
+
+}  // namespace kiln

@@ -1,0 +1,85 @@
+#include "kiln/nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/base/error.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/fused_kernels.h"
+#include "kiln/ops/matmul.h"
+#include "kiln/ops/reduction.h"
+
+namespace kiln::nn {
+
+Attention::Attention(const AttentionConfig& c, DType dtype)
+    : config(c),
+      q_proj(c.dim, c.n_heads * c.head_dim, c.bias, dtype),
+      k_proj(c.dim, c.n_kv_heads * c.head_dim, c.bias, dtype),
+      v_proj(c.dim, c.n_kv_heads * c.head_dim, c.bias, dtype),
+      o_proj(c.n_heads * c.head_dim, c.dim, c.bias, dtype) {
+  KILN_CHECK(c.impl == "composite" || c.impl == "flash", "Attention: impl '", c.impl,
+             "' is not one of composite, flash");
+  KILN_CHECK(c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads == 0, "Attention: n_heads ", c.n_heads,
+             " must be a multiple of n_kv_heads ", c.n_kv_heads);
+  // HF's registration order: q, k, v, o, then the norms.
+  register_module("q_proj", &q_proj);
+  register_module("k_proj", &k_proj);
+  register_module("v_proj", &v_proj);
+  register_module("o_proj", &o_proj);
+  if (c.qk_norm) {
+    q_norm = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, dtype);
+    k_norm = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, dtype);
+    register_module("q_norm", q_norm.get());
+    register_module("k_norm", k_norm.get());
+  }
+}
+
+Tensor Attention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                          const Tensor& doc_ids) const {
+  KILN_CHECK(x.rank() == 3 && x.dim(2) == config.dim, "Attention: x must be [batch, seq, ",
+             config.dim, "], got ", dtype_name(x.dtype()), x.shape());
+  const int64_t B = x.dim(0), S = x.dim(1), hd = config.head_dim;
+  // [B, S, heads, head_dim]: the layout rope and the q/k norms work in.
+  Tensor q = q_proj.forward(x).reshape({B, S, config.n_heads, hd});
+  Tensor k = k_proj.forward(x).reshape({B, S, config.n_kv_heads, hd});
+  Tensor v = v_proj.forward(x).reshape({B, S, config.n_kv_heads, hd});
+  if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
+  q = rope(q, cos, sin).transpose(1, 2);
+  k = rope(k, cos, sin).transpose(1, 2);
+  v = v.transpose(1, 2);
+
+  AttentionOptions options;
+  options.causal = true;
+  Tensor o;
+  if (config.impl == "flash") o = flash_attention(q, k, v, options, doc_ids);
+  else if (doc_ids.defined()) o = document_causal_attention(q, k, v, doc_ids);
+  else o = scaled_dot_product_attention(q, k, v, options);
+  return o_proj.forward(o.transpose(1, 2).reshape({B, S, config.n_heads * hd}));
+}
+
+Tensor document_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& doc_ids) {
+  KILN_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4 && q.dim(1) % k.dim(1) == 0 &&
+                 q.dim(2) == k.dim(2),
+             "document_causal_attention: q [B, Hq, S, D], k [B, Hkv, S, D] and v [B, Hkv, S, Dv] "
+             "with Hq a multiple of Hkv; got ", q.shape(), ", ", k.shape(), " and ", v.shape());
+  const int64_t B = q.dim(0), Hkv = k.dim(1), G = q.dim(1) / Hkv, S = q.dim(2), D = q.dim(3);
+  KILN_CHECK(doc_ids.rank() == 2 && doc_ids.dim(0) == B && doc_ids.dim(1) == S &&
+                 is_integer(doc_ids.dtype()),
+             "document_causal_attention: doc_ids must be i32/i64 [", B, ", ", S, "], got ",
+             dtype_name(doc_ids.dtype()), doc_ids.shape());
+  const DType ct = ops::compute_dtype(q.dtype());
+  // Query heads grouped by the kv head they read: [B, Hkv, G, S, D].
+  Tensor qg = q.reshape({B, Hkv, G, S, D}).to(ct);
+  Tensor scores = matmul(qg, k.unsqueeze(2).to(ct), false, true) * (1.0 / std::sqrt(double(D)));
+  Tensor pos = arange(0, double(S));
+  Tensor allowed = logical_and(le(pos, pos.unsqueeze(-1)),  // [S, S]: key <= query
+                               eq(doc_ids.unsqueeze(-1), doc_ids.unsqueeze(1)));  // [B, S, S]
+  double lowest = ct == DType::f64 ? std::numeric_limits<double>::lowest()
+                                   : double(std::numeric_limits<float>::lowest());
+  scores = where(allowed.reshape({B, 1, 1, S, S}), scores, scalar(lowest, ct));
+  Tensor p = softmax(scores, -1).to(v.dtype());
+  return matmul(p, v.unsqueeze(2)).reshape({B, Hkv * G, S, v.dim(3)});
+}
+
+}  // namespace kiln::nn

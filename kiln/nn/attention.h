@@ -1,0 +1,44 @@
+// Grouped-query self-attention as in HF's LlamaAttention / Qwen3Attention:
+// q, k, v projections, optional per-head RMSNorm of q and k (Qwen3), rotary
+// embedding, causal attention (optionally within packed documents only),
+// output projection.
+#pragma once
+#include <string>
+
+#include "kiln/nn/layers.h"
+
+namespace kiln::nn {
+
+struct AttentionConfig {
+  int64_t dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  bool qk_norm = false;
+  bool bias = false;  // on q, k, v and o
+  double norm_eps = 1e-6;
+  // "composite": kiln::scaled_dot_product_attention (an explicit-mask
+  // composite when doc_ids are given); "flash": kiln::flash_attention.
+  std::string impl = "composite";
+};
+
+class Attention : public Module {
+ public:
+  Attention(const AttentionConfig& config, DType dtype = DType::f32);
+
+  // x [B, S, dim]; cos, sin from RotaryEmbedding::tables ([S, head_dim] or
+  // [B, S, head_dim]); doc_ids, when defined, i32/i64 [B, S]: a token attends
+  // only earlier tokens of its own document. Returns [B, S, dim].
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                 const Tensor& doc_ids = Tensor()) const;
+
+  AttentionConfig config;
+  Linear q_proj, k_proj, v_proj, o_proj;
+  std::unique_ptr<RMSNorm> q_norm, k_norm;  // with qk_norm only
+};
+
+// Causal attention of q [B, Hq, S, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv]
+// (GQA) where query i sees key j only if j <= i and doc_ids[b, i] ==
+// doc_ids[b, j]: the reference for flash_attention's document masking,
+// materialising the [S, S] scores. Scores and softmax in f32 (f64 for f64).
+Tensor document_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& doc_ids);
+
+}  // namespace kiln::nn

@@ -1,0 +1,29 @@
+// Rotary position embedding tables (kiln::rope_tables) for a model: cos and
+// sin computed once for the model's sequence length, sliced (or, with
+// explicit positions, gathered) per forward call. No parameters.
+#pragma once
+#include <optional>
+
+#include "kiln/ops/model.h"
+
+namespace kiln::nn {
+
+class RotaryEmbedding {
+ public:
+  RotaryEmbedding(int64_t head_dim, double theta, std::optional<Llama31Scaling> scaling,
+                  int64_t max_seq_len);
+
+  // cos and sin in `dtype` for positions 0..seq_len-1 ([seq_len, head_dim])
+  // or, given i32/i64 positions [B, S], for those positions ([B, S, head_dim]).
+  RopeTables tables(int64_t seq_len, DType dtype, const Tensor& positions = Tensor()) const;
+
+ private:
+  int64_t head_dim_;
+  double theta_;
+  std::optional<Llama31Scaling> scaling_;
+  // f64 [max_seq_len, head_dim], built eagerly at construction and rounded
+  // once to the dtype asked for.
+  RopeTables cache_;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,676 @@
+// The fused CPU kernels against their ops' composites (the reference built
+// from basic ops): forward outputs, and gradients from value_and_grad of the
+// fused op (its vjp rule and backward kernel) against value_and_grad of the
+// composite (autograd through the basic ops), over many shapes, masks and
+// dtypes; finite-difference checks in f64; determinism across thread counts;
+// bad inputs; and the memory the fused ops must not use.
+//
+// Tolerances (|fused - composite| <= atol + rtol * |composite|): the two
+// compute in the same type (f32 for f32/bf16, f64 for f64) but sum in
+// different orders and, in attention and cross-entropy, normalise online, so
+// f64 agrees to ~1e-12 and f32 to ~1e-5 relative. bf16 results round once in
+// the kernels; the composites also round the attention probabilities to bf16
+// before the product with v (and bf16 gradients round once more), so bf16
+// gets 2^-6 relative plus a small absolute term.
+#include "kiln/ops/fused_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "kiln/autograd/grad.h"
+#include "kiln/base/error.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/matmul.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/shape.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/compile.h"
+#include "kiln/runtime/context.h"
+#include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/rules.h"
+#include "kiln/runtime/threads.h"
+#include "tests/support/gradcheck.h"
+#include "tests/support/support.h"
+
+namespace kiln {
+namespace {
+
+using test::all_close;
+using test::check_gradients;
+using test::random_tensor;
+
+struct Tol {
+  double rtol, atol;
+};
+
+Tol tol_for(DType t) {
+  switch (t) {
+    case DType::f64: return {1e-10, 1e-12};
+    case DType::bf16: return {1.6e-2, 1e-2};
+    default: return {1e-4, 2e-5};
+  }
+}
+
+const DType kDtypes[] = {DType::f32, DType::bf16, DType::f64};
+
+using Runner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// The op through dispatch: its CPU kernel.
+Runner fused(const std::string& name, const ir::Attrs& attrs) {
+  return [name, attrs](const std::vector<Tensor>& in) {
+    return apply(ir::get_op(name), in, attrs);
+  };
+}
+
+// The op's composite, called directly: basic ops only.
+Runner composite(const std::string& name, const ir::Attrs& attrs) {
+  return [name, attrs](const std::vector<Tensor>& in) {
+    const ir::OpDef& op = ir::get_op(name);
+    ir::Attrs full = op.complete_attrs(attrs);
+    CompositeCall call{in, full, {}};
+    op.composite(call);
+    return call.outputs;
+  };
+}
+
+// value_and_grad of sum_j sum(out_j * cots[j]) (computed in f32/f64); the
+// outputs come back as values[1..].
+ValueAndGrad grads_of(const Runner& f, const std::vector<Tensor>& in,
+                      const std::vector<Tensor>& cots) {
+  auto vag = value_and_grad([&](const std::vector<Tensor>& a) {
+    std::vector<Tensor> out = f(a);
+    Tensor loss;
+    for (size_t j = 0; j < cots.size(); ++j) {
+      Tensor term = sum(out[j].to(cots[j].dtype()) * cots[j]);
+      loss = loss.defined() ? loss + term : term;
+    }
+    std::vector<Tensor> values{loss};
+    values.insert(values.end(), out.begin(), out.end());
+    return values;
+  });
+  return vag(in);
+}
+
+std::vector<Tensor> cotangents_for(const Runner& f, const std::vector<Tensor>& in, uint64_t seed) {
+  std::vector<Tensor> cots;
+  for (const Tensor& o : f(in)) {
+    DType cd = o.dtype() == DType::f64 ? DType::f64 : DType::f32;
+    cots.push_back(random_tensor(o.shape(), cd, seed++));
+  }
+  return cots;
+}
+
+// Forward outputs and every floating input's gradient agree.
+void expect_same(const std::string& op, const ir::Attrs& attrs, const std::vector<Tensor>& in,
+                 Tol tol, const std::string& label, bool grads = true) {
+  SCOPED_TRACE(op + " " + label);
+  Runner f = fused(op, attrs), c = composite(op, attrs);
+  std::vector<Tensor> fo = f(in), co = c(in);
+  ASSERT_EQ(fo.size(), co.size());
+  for (size_t j = 0; j < fo.size(); ++j) {
+    EXPECT_EQ(fo[j].type(), co[j].type()) << "output " << j;
+    EXPECT_TRUE(all_close(fo[j], co[j], tol.rtol, tol.atol)) << "output " << j;
+  }
+  if (!grads) return;
+  std::vector<Tensor> cots = cotangents_for(f, in, 99);
+  ValueAndGrad fg = grads_of(f, in, cots), cg = grads_of(c, in, cots);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!is_floating(in[i].dtype())) continue;
+    ASSERT_TRUE(fg.grads[i].defined() && cg.grads[i].defined()) << "input " << i;
+    EXPECT_EQ(fg.grads[i].type(), in[i].type()) << "gradient of input " << i;
+    EXPECT_TRUE(all_close(fg.grads[i], cg.grads[i], tol.rtol, tol.atol))
+        << "gradient of input " << i;
+  }
+}
+
+// Same bits from 1, 2 and 3 threads, forward and backward.
+void expect_thread_independent(const std::string& op, const ir::Attrs& attrs,
+                               const std::vector<Tensor>& in) {
+  SCOPED_TRACE(op);
+  Runner f = fused(op, attrs);
+  std::vector<Tensor> cots = cotangents_for(f, in, 7);
+  int saved = num_threads();
+  std::vector<std::vector<double>> first;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    ValueAndGrad r = grads_of(f, in, cots);
+    std::vector<std::vector<double>> got;
+    for (const Tensor& v : r.values) got.push_back(v.to_vector<double>());
+    for (const Tensor& g : r.grads)
+      if (g.defined()) got.push_back(g.to_vector<double>());
+    if (first.empty()) first = got;
+    else EXPECT_EQ(got, first) << threads << " threads";
+  }
+  set_num_threads(saved);
+}
+
+ir::Attrs attention_attrs(int64_t head_dim, bool causal, int64_t window) {
+  return {{"causal", causal},
+          {"scale", 1.0 / std::sqrt(double(head_dim))},
+          {"sliding_window", window}};
+}
+
+// Document ids [batch, seq] with random boundaries: each position starts a
+// new document with probability 1/mean_len.
+Tensor packed_doc_ids(int64_t batch, int64_t seq, double mean_len, uint64_t seed,
+                      DType dtype = DType::i64) {
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution boundary(1.0 / mean_len);
+  std::vector<int64_t> ids;
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t doc = 0;
+    for (int64_t s = 0; s < seq; ++s) {
+      if (s > 0 && boundary(rng)) ++doc;
+      ids.push_back(doc);
+    }
+  }
+  return from_vector(ids, {batch, seq}).to(dtype);
+}
+
+// --------------------------------------------------------------- attention
+
+struct AttentionCase {
+  int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
+  bool causal;
+  int64_t window;
+  int docs;  // 0: none; 1: packed documents; 2: interleaved ids (not contiguous)
+};
+
+std::vector<Tensor> attention_inputs(const AttentionCase& c, DType dt, uint64_t seed) {
+  std::vector<Tensor> in{
+      random_tensor({c.batch, c.q_heads, c.q_len, c.head_dim}, dt, seed, -2, 2),
+      random_tensor({c.batch, c.kv_heads, c.kv_len, c.head_dim}, dt, seed + 1, -2, 2),
+      random_tensor({c.batch, c.kv_heads, c.kv_len, c.v_dim}, dt, seed + 2)};
+  if (c.docs == 1) in.push_back(packed_doc_ids(c.batch, c.q_len, 23, seed + 3));
+  if (c.docs == 2) {
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < c.batch * c.q_len; ++i) ids.push_back(int32_t(i * 7 % 3));
+    in.push_back(from_vector(ids, {c.batch, c.q_len}));
+  }
+  return in;
+}
+
+const AttentionCase kAttentionCases[] = {
+    // batch, hq, hkv, sq, sk, d, dv, causal, window, docs
+    {1, 1, 1, 1, 1, 8, 8, false, 0, 0},
+    {2, 2, 2, 37, 37, 16, 16, false, 0, 0},
+    {2, 4, 2, 200, 200, 16, 16, true, 0, 0},        // GQA, causal, 2 blocks
+    {1, 3, 1, 130, 130, 8, 12, true, 0, 0},         // MQA, v_dim != head_dim
+    {1, 2, 2, 150, 150, 8, 8, true, 1, 0},          // window of one: only itself
+    {1, 2, 1, 300, 300, 8, 8, true, 150, 0},        // window crossing blocks
+    {1, 2, 2, 300, 300, 8, 8, true, 128, 0},        // window of exactly a block
+    {1, 2, 2, 40, 170, 8, 8, true, 0, 0},           // queries are the last positions
+    {2, 2, 2, 30, 195, 8, 8, true, 20, 0},          // ... with a window
+    {2, 4, 2, 290, 290, 16, 16, true, 0, 1},        // packed documents, causal, GQA
+    {2, 2, 1, 150, 150, 8, 8, false, 0, 1},         // packed documents, bidirectional
+    {1, 2, 2, 270, 270, 8, 8, true, 30, 1},         // documents and a window
+    {1, 2, 2, 140, 140, 8, 8, false, 0, 2},         // non-contiguous ids
+    {1, 2, 1, 140, 140, 8, 8, true, 0, 2},
+};
+
+std::string describe(const AttentionCase& c, DType dt) {
+  return cat(dtype_name(dt), " B", c.batch, " Hq", c.q_heads, " Hkv", c.kv_heads, " Sq", c.q_len,
+             " Sk", c.kv_len, " D", c.head_dim, " Dv", c.v_dim, c.causal ? " causal" : "",
+             c.window ? cat(" window ", c.window) : std::string(),
+             c.docs ? cat(" docs ", c.docs) : std::string());
+}
+
+TEST(FlashAttention, MatchesCompositeForwardAndBackward) {
+  uint64_t seed = 1;
+  for (const AttentionCase& c : kAttentionCases)
+    for (DType dt : kDtypes)
+      expect_same("flash_attention", attention_attrs(c.head_dim, c.causal, c.window),
+                  attention_inputs(c, dt, seed += 10), tol_for(dt), describe(c, dt));
+}
+
+TEST(FlashAttention, BackwardOpMatchesItsComposite) {
+  // The backward op directly, with an arbitrary delta (as a cotangent of
+  // the log-sum-exp makes it).
+  for (const AttentionCase& c : {kAttentionCases[2], kAttentionCases[5], kAttentionCases[9]}) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      std::vector<Tensor> in = attention_inputs(c, dt, 5);
+      ir::Attrs attrs = attention_attrs(c.head_dim, c.causal, c.window);
+      std::vector<Tensor> fwd = fused("flash_attention", attrs)(in);
+      std::vector<Tensor> bin{in[0], in[1], in[2], random_tensor(fwd[0].shape(), dt, 6), fwd[1],
+                              random_tensor(fwd[1].shape(), fwd[1].dtype(), 7)};
+      if (in.size() == 4) bin.push_back(in[3]);
+      expect_same("flash_attention_backward", attrs, bin, tol_for(dt), describe(c, dt), false);
+    }
+  }
+}
+
+TEST(FlashAttention, MatchesScaledDotProductAttention) {
+  // Without documents the fused op computes scaled_dot_product_attention.
+  for (const AttentionCase& c : kAttentionCases) {
+    if (c.docs) continue;
+    std::vector<Tensor> in = attention_inputs(c, DType::f64, 3);
+    AttentionOptions o{.causal = c.causal, .sliding_window = c.window};
+    EXPECT_TRUE(all_close(flash_attention(in[0], in[1], in[2], o),
+                          scaled_dot_product_attention(in[0], in[1], in[2], o), 1e-10, 1e-12))
+        << describe(c, DType::f64);
+  }
+}
+
+TEST(FlashAttention, DocumentsAreIndependentSequences) {
+  // Packed documents give each document's attention computed on its own.
+  Tensor q = random_tensor({1, 2, 90, 8}, DType::f64, 1), k = random_tensor({1, 1, 90, 8}, DType::f64, 2),
+         v = random_tensor({1, 1, 90, 8}, DType::f64, 3);
+  std::vector<int64_t> ids(90, 0);
+  int64_t bounds[] = {0, 17, 61, 90};
+  for (int d = 0; d < 3; ++d)
+    for (int64_t i = bounds[d]; i < bounds[d + 1]; ++i) ids[size_t(i)] = d;
+  AttentionOptions o{.causal = true};
+  Tensor packed = flash_attention(q, k, v, o, from_vector(ids, {1, 90}));
+  for (int d = 0; d < 3; ++d) {
+    int64_t a = bounds[d], b = bounds[d + 1];
+    Tensor alone = scaled_dot_product_attention(q.slice(2, a, b), k.slice(2, a, b), v.slice(2, a, b), o);
+    EXPECT_TRUE(all_close(packed.slice(2, a, b), alone, 1e-10, 1e-12)) << "document " << d;
+  }
+}
+
+TEST(FlashAttention, GradientsMatchFiniteDifferences) {
+  const AttentionCase cases[] = {
+      {1, 2, 1, 5, 5, 3, 2, false, 0, 0},
+      {1, 2, 1, 6, 6, 3, 3, true, 0, 0},
+      {1, 2, 2, 6, 6, 2, 2, true, 2, 0},
+      {1, 2, 1, 3, 6, 3, 3, true, 0, 0},
+      {2, 2, 1, 7, 7, 2, 3, true, 0, 1},
+      {1, 1, 1, 6, 6, 2, 2, false, 0, 2},
+  };
+  for (const AttentionCase& c : cases) {
+    std::vector<Tensor> in = attention_inputs(c, DType::f64, 11);
+    Tensor doc = in.size() == 4 ? in[3] : Tensor();
+    AttentionOptions o{.causal = c.causal, .sliding_window = c.window};
+    EXPECT_TRUE(check_gradients(
+        [&](const std::vector<Tensor>& a) { return flash_attention(a[0], a[1], a[2], o, doc); },
+        {in[0], in[1], in[2]}))
+        << describe(c, DType::f64);
+  }
+}
+
+TEST(FlashAttention, SameBitsForAnyThreadCount) {
+  for (const AttentionCase& c : {kAttentionCases[2], kAttentionCases[9]})
+    expect_thread_independent("flash_attention", attention_attrs(c.head_dim, c.causal, c.window),
+                              attention_inputs(c, DType::f32, 4));
+}
+
+TEST(FlashAttention, RejectsBadInputs) {
+  Tensor q = zeros({1, 2, 4, 8}), k = zeros({1, 1, 4, 8});
+  AttentionOptions causal{.causal = true};
+  EXPECT_THROW(flash_attention(q, k, k, causal, zeros({1, 4})), Error);  // float ids
+  EXPECT_THROW(flash_attention(q, k, k, causal, zeros({1, 5}, DType::i64)), Error);
+  EXPECT_THROW(flash_attention(q, zeros({1, 1, 6, 8}), zeros({1, 1, 6, 8}), causal,
+                               zeros({1, 4}, DType::i64)),
+               Error);  // documents need q_len == kv_len
+  EXPECT_THROW(flash_attention(q, zeros({1, 3, 4, 8}), zeros({1, 3, 4, 8}), causal), Error);
+  EXPECT_THROW(flash_attention(q, k, k.to(DType::f64), causal), Error);
+  EXPECT_THROW(flash_attention(q, k, k, {.sliding_window = 3}), Error);  // window needs causal
+  EXPECT_THROW(flash_attention(zeros({1, 2, 6, 8}), k, k, causal), Error);  // q_len > kv_len
+}
+
+// ---------------------------------------------------- linear cross-entropy
+
+struct LceCase {
+  int64_t rows, dim, vocab;
+  std::string reduction;
+  int64_t ignore_index;
+  int ignored;  // rows whose target is ignore_index
+};
+
+std::vector<Tensor> lce_inputs(const LceCase& c, DType dt, uint64_t seed,
+                               DType target_dtype = DType::i64) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> t(size_t(c.rows));
+  for (auto& x : t) x = int64_t(rng() % uint64_t(c.vocab));
+  for (int i = 0; i < c.ignored && i < c.rows; ++i) t[size_t(i * 3 % c.rows)] = c.ignore_index;
+  return {random_tensor({c.rows, c.dim}, dt, seed, -1, 1),
+          random_tensor({c.vocab, c.dim}, dt, seed + 1, -1, 1),
+          from_vector(t, {c.rows}).to(target_dtype)};
+}
+
+ir::Attrs lce_attrs(const LceCase& c) {
+  return {{"ignore_index", c.ignore_index}, {"reduction", c.reduction}};
+}
+
+const LceCase kLceCases[] = {
+    {1, 4, 3, "mean", -100, 0},
+    {7, 8, 11, "mean", -100, 2},
+    {20, 16, 4096, "sum", -100, 0},        // exactly one tile
+    {37, 16, 4100, "mean", -100, 5},       // a second, narrow tile
+    {70, 24, 9000, "none", -100, 4},       // three tiles, rows over two blocks
+    {65, 8, 5000, "mean", 3, 6},           // a class index as ignore_index
+    {9, 8, 40, "sum", -1, 9},              // every target ignored
+};
+
+TEST(LinearCrossEntropy, MatchesCompositeForwardAndBackward) {
+  uint64_t seed = 1;
+  for (const LceCase& c : kLceCases) {
+    for (DType dt : kDtypes) {
+      // Mean over no targets is NaN (as torch); its gradient is not compared.
+      bool grads = !(c.reduction == "mean" && c.ignored >= c.rows);
+      std::string label = cat(dtype_name(dt), " N", c.rows, " D", c.dim, " V", c.vocab, " ",
+                              c.reduction, " ignored ", c.ignored);
+      expect_same("linear_cross_entropy", lce_attrs(c), lce_inputs(c, dt, seed += 10),
+                  tol_for(dt), label, grads);
+    }
+  }
+  expect_same("linear_cross_entropy", lce_attrs(kLceCases[3]),
+              lce_inputs(kLceCases[3], DType::f32, 5, DType::i32), tol_for(DType::f32), "i32");
+}
+
+TEST(LinearCrossEntropy, EqualsCrossEntropyOfTheLogits) {
+  for (const LceCase& c : kLceCases) {
+    std::vector<Tensor> in = lce_inputs(c, DType::f64, 2);
+    Reduction r = c.reduction == "sum" ? Reduction::sum
+                  : c.reduction == "none" ? Reduction::none : Reduction::mean;
+    Tensor want = cross_entropy(matmul(in[0], in[1], false, true), in[2], c.ignore_index, r);
+    EXPECT_TRUE(all_close(linear_cross_entropy(in[0], in[1], in[2], c.ignore_index, r), want,
+                          1e-10, 1e-12))
+        << c.vocab << " " << c.reduction;
+  }
+}
+
+TEST(LinearCrossEntropy, GradientsMatchFiniteDifferences) {
+  for (const char* red : {"mean", "sum", "none"}) {
+    LceCase c{5, 3, 7, red, -100, 1};
+    std::vector<Tensor> in = lce_inputs(c, DType::f64, 3);
+    Reduction r = c.reduction == "sum" ? Reduction::sum
+                  : c.reduction == "none" ? Reduction::none : Reduction::mean;
+    EXPECT_TRUE(check_gradients(
+        [&](const std::vector<Tensor>& a) { return linear_cross_entropy(a[0], a[1], in[2], -100, r); },
+        {in[0], in[1]}))
+        << red;
+  }
+}
+
+TEST(LinearCrossEntropy, SameBitsForAnyThreadCount) {
+  expect_thread_independent("linear_cross_entropy", lce_attrs(kLceCases[4]),
+                            lce_inputs(kLceCases[4], DType::f32, 4));
+  expect_thread_independent("linear_cross_entropy", lce_attrs(kLceCases[3]),
+                            lce_inputs(kLceCases[3], DType::bf16, 4));
+}
+
+TEST(LinearCrossEntropy, NeverHoldsTheLogits) {
+  // 256 tokens x 32768 classes: 32 MiB of f32 logits, far more than h, w
+  // and their gradients (2 x 8 MiB for w) need beyond them.
+  LceCase c{256, 64, 32768, "mean", -100, 3};
+  std::vector<Tensor> in = lce_inputs(c, DType::f32, 9);
+  std::vector<Tensor> cots = cotangents_for(fused("linear_cross_entropy", lce_attrs(c)), in, 1);
+  const int64_t logits = c.rows * c.vocab * 4;
+  auto peak_of = [&](const Runner& f) {
+    synchronize();
+    int64_t base = memory_stats().allocated;
+    reset_peak_memory();
+    ValueAndGrad r = grads_of(f, in, cots);
+    synchronize();
+    return memory_stats().peak_allocated - base;
+  };
+  int64_t fused_peak = peak_of(fused("linear_cross_entropy", lce_attrs(c)));
+  int64_t composite_peak = peak_of(composite("linear_cross_entropy", lce_attrs(c)));
+  EXPECT_LT(fused_peak, logits) << "fused peak " << fused_peak;
+  EXPECT_GT(composite_peak - fused_peak, logits)
+      << "composite peak " << composite_peak << ", fused " << fused_peak;
+}
+
+TEST(LinearCrossEntropy, RejectsBadInputs) {
+  Tensor h = zeros({4, 8}), w = zeros({10, 8});
+  EXPECT_THROW(linear_cross_entropy(h, zeros({10, 7}), zeros({4}, DType::i64)), Error);
+  EXPECT_THROW(linear_cross_entropy(h, w.to(DType::f64), zeros({4}, DType::i64)), Error);
+  EXPECT_THROW(linear_cross_entropy(h, w, zeros({4})), Error);  // float targets
+  EXPECT_THROW(linear_cross_entropy(h, w, zeros({5}, DType::i64)), Error);
+  // A target outside [0, vocab) fails when the kernel runs.
+  EXPECT_THROW(
+      {
+        Tensor t = from_vector(std::vector<int64_t>{0, 1, 10, 2}, {4});
+        linear_cross_entropy(h, w, t).item<float>();
+      },
+      Error);
+}
+
+// ---------------------------------------------------------- grouped matmul
+
+struct GroupCase {
+  std::vector<int64_t> sizes;
+  int64_t k, n;
+};
+
+std::vector<Tensor> group_inputs(const GroupCase& c, bool transpose_w, DType dt, uint64_t seed,
+                                 DType size_dtype = DType::i64) {
+  int64_t rows = 0;
+  for (int64_t s : c.sizes) rows += s;
+  int64_t e = int64_t(c.sizes.size());
+  Shape ws = transpose_w ? Shape{e, c.n, c.k} : Shape{e, c.k, c.n};
+  return {random_tensor({rows, c.k}, dt, seed), random_tensor(ws, dt, seed + 1),
+          from_vector(c.sizes, {e}).to(size_dtype)};
+}
+
+// Random sizes for e experts, about `mean` rows each, some empty.
+std::vector<int64_t> random_sizes(int64_t e, int64_t mean, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> s(static_cast<size_t>(e));
+  for (auto& x : s) x = rng() % 4 == 0 ? 0 : int64_t(rng() % uint64_t(2 * mean + 1));
+  return s;
+}
+
+const GroupCase kGroupCases[] = {
+    {{3}, 4, 5},
+    {{3, 0, 5, 1}, 8, 6},
+    {{0, 0, 7}, 5, 3},
+    {{0, 0, 0}, 4, 4},  // no rows at all
+    {{130, 1, 64, 70}, 16, 24},  // groups over several row blocks
+    {random_sizes(16, 20, 1), 12, 20},
+    {random_sizes(64, 5, 2), 8, 16},
+};
+
+TEST(GroupedMatmul, MatchesCompositeForwardAndBackward) {
+  uint64_t seed = 1;
+  for (const GroupCase& c : kGroupCases)
+    for (bool tw : {true, false})
+      for (DType dt : kDtypes)
+        expect_same("grouped_matmul", {{"transpose_w", tw}}, group_inputs(c, tw, dt, seed += 10),
+                    tol_for(dt), cat(dtype_name(dt), " experts ", c.sizes.size(), tw ? " [E,N,K]" : " [E,K,N]"));
+}
+
+TEST(GroupedMatmul, WeightGradMatchesComposite) {
+  uint64_t seed = 1;
+  for (const GroupCase& c : kGroupCases)
+    for (DType dt : kDtypes) {
+      std::vector<Tensor> in = group_inputs(c, true, dt, seed += 10);
+      Tensor b = random_tensor({in[0].dim(0), c.n}, dt, seed + 5);
+      // With no rows the composite's gradient trips over matmul's vjp
+      // (reshaping an empty [E, P, 0] operand to [-1, 0]).
+      expect_same("grouped_matmul_weight_grad", {}, {in[0], b, in[2]}, tol_for(dt),
+                  cat(dtype_name(dt), " experts ", c.sizes.size()), in[0].dim(0) > 0);
+    }
+}
+
+TEST(GroupedMatmul, EqualsPerExpertMatmuls) {
+  const GroupCase& c = kGroupCases[4];
+  std::vector<Tensor> in = group_inputs(c, true, DType::f64, 3, DType::i32);
+  Tensor y = grouped_matmul(in[0], in[1], in[2]);
+  int64_t row = 0;
+  for (size_t e = 0; e < c.sizes.size(); ++e) {
+    Tensor want = matmul(in[0].slice(0, row, row + c.sizes[e]), in[1].select(0, int64_t(e)), false, true);
+    EXPECT_TRUE(all_close(y.slice(0, row, row + c.sizes[e]), want, 1e-12, 1e-12)) << "expert " << e;
+    row += c.sizes[e];
+  }
+}
+
+TEST(GroupedMatmul, GradientsMatchFiniteDifferences) {
+  for (bool tw : {true, false}) {
+    GroupCase c{{2, 0, 3, 1}, 3, 2};
+    std::vector<Tensor> in = group_inputs(c, tw, DType::f64, 5);
+    EXPECT_TRUE(check_gradients(
+        [&](const std::vector<Tensor>& a) {
+          return apply1(ir::get_op("grouped_matmul"), {a[0], a[1], in[2]}, {{"transpose_w", tw}});
+        },
+        {in[0], in[1]}))
+        << tw;
+  }
+  GroupCase c{{2, 0, 3}, 3, 2};
+  std::vector<Tensor> in = group_inputs(c, true, DType::f64, 6);
+  Tensor b = random_tensor({5, 4}, DType::f64, 7);
+  EXPECT_TRUE(check_gradients(
+      [&](const std::vector<Tensor>& a) {
+        return apply1(ir::get_op("grouped_matmul_weight_grad"), {a[0], a[1], in[2]});
+      },
+      {in[0], b}));
+}
+
+TEST(GroupedMatmul, SameBitsForAnyThreadCount) {
+  expect_thread_independent("grouped_matmul", {}, group_inputs(kGroupCases[5], true, DType::f32, 4));
+  expect_thread_independent("grouped_matmul", {},
+                            group_inputs(kGroupCases[4], true, DType::bf16, 4));
+}
+
+TEST(GroupedMatmul, RejectsBadInputs) {
+  Tensor x = zeros({5, 4}), w = zeros({2, 3, 4});
+  EXPECT_THROW(grouped_matmul(x, zeros({2, 3, 5}), zeros({2}, DType::i64)), Error);
+  EXPECT_THROW(grouped_matmul(x, w, zeros({3}, DType::i64)), Error);  // one size per expert
+  EXPECT_THROW(grouped_matmul(x, w, zeros({2})), Error);              // float sizes
+  EXPECT_THROW(grouped_matmul(x, w.to(DType::f64), zeros({2}, DType::i64)), Error);
+  // Sizes are checked when the kernel runs: they must sum to the rows.
+  auto run = [&](std::vector<int64_t> sizes) {
+    grouped_matmul(x, w, from_vector(sizes, {2})).to_vector<float>();
+  };
+  EXPECT_THROW(run({2, 2}), Error);
+  EXPECT_THROW(run({6, -1}), Error);
+  EXPECT_NO_THROW(run({5, 0}));
+}
+
+TEST(FusedOps, HalfPrecision) {
+  // f16 takes the bf16 path (f32 compute, one rounding); one case per op.
+  Tol tol = tol_for(DType::bf16);
+  expect_same("flash_attention", attention_attrs(16, true, 0),
+              attention_inputs(kAttentionCases[9], DType::f16, 1), tol, "f16");
+  expect_same("linear_cross_entropy", lce_attrs(kLceCases[3]),
+              lce_inputs(kLceCases[3], DType::f16, 2), tol, "f16");
+  expect_same("grouped_matmul", {}, group_inputs(kGroupCases[4], true, DType::f16, 3), tol, "f16");
+  Tensor x = random_tensor({3, 40}, DType::f16, 4, -2, 2), w = random_tensor({40}, DType::f16, 5);
+  expect_same("rms_norm", {{"eps", 1e-6}}, {x, w}, tol, "f16");
+  expect_same("silu_mul", {}, {x, random_tensor({3, 40}, DType::f16, 6)}, tol, "f16");
+  expect_same("rope", {},
+              {random_tensor({1, 3, 2, 8}, DType::f16, 7), random_tensor({3, 8}, DType::f32, 8),
+               random_tensor({3, 8}, DType::f32, 9)},
+              tol, "f16");
+}
+
+TEST(FusedOps, SameResultsInEveryExecutionMode) {
+  // The fused ops amid elementwise ops the compiler may fuse around them:
+  // forward and gradients in defer_and_fuse and compile(fn) give strict
+  // mode's bits.
+  Tensor x = random_tensor({1, 70, 2, 16}, DType::f32, 1), w = random_tensor({16}, DType::f32, 2);
+  RopeTables rt = rope_tables(70, 16, 10000);
+  Tensor doc = packed_doc_ids(1, 70, 20, 3), sizes = from_vector(std::vector<int64_t>{50, 0, 90}, {3});
+  Tensor gw = random_tensor({3, 8, 16}, DType::f32, 4), lw = random_tensor({40, 8}, DType::f32, 5);
+  std::vector<int64_t> t(140);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = int64_t(i * 7 % 40);
+  Tensor targets = from_vector(t, {140});
+  auto step = value_and_grad([&](const std::vector<Tensor>& a) {
+    Tensor q = rope(rms_norm(a[0] * 1.5, a[1], 1e-6), rt.cos, rt.sin).permute({0, 2, 1, 3});
+    Tensor att = flash_attention(q, q * 0.5, q + 1.0, {.causal = true}, doc);
+    Tensor m = silu_mul(att + 1.0, att * 0.5).reshape({140, 16});
+    Tensor y = grouped_matmul(m - 0.25, a[2], sizes);
+    return std::vector<Tensor>{linear_cross_entropy(y * 2.0, a[3], targets)};
+  });
+  auto flatten = [](const ValueAndGrad& r) {
+    std::vector<std::vector<double>> out{r.values[0].to_vector<double>()};
+    for (const Tensor& g : r.grads) out.push_back(g.to_vector<double>());
+    return out;
+  };
+  std::vector<Tensor> args{x, w, gw, lw};
+  auto strict = flatten(step(args));
+  {
+    EagerModeGuard guard(EagerMode::defer_and_fuse);
+    EXPECT_EQ(flatten(step(args)), strict) << "defer_and_fuse";
+  }
+  CompiledFunction compiled = compile([&](const std::vector<Tensor>& a) {
+    ValueAndGrad r = step(a);
+    std::vector<Tensor> out = r.values;
+    out.insert(out.end(), r.grads.begin(), r.grads.end());
+    return out;
+  });
+  std::vector<Tensor> c = compiled(args);
+  ValueAndGrad r{{c[0]}, {c.begin() + 1, c.end()}};
+  EXPECT_EQ(flatten(r), strict) << "compile";
+}
+
+// -------------------------------------------------- rms_norm, rope, silu_mul
+
+TEST(FusedRmsNorm, MatchesComposite) {
+  for (Shape s : {Shape{5}, Shape{3, 7}, Shape{2, 3, 64}, Shape{4, 1, 1000}, Shape{0, 8}})
+    for (DType dt : kDtypes)
+      for (double eps : {1e-6, 1e-2}) {
+        std::vector<Tensor> in{random_tensor(s, dt, 1, -2, 2),
+                               random_tensor({s[s.size() - 1]}, dt, 2, 0.5, 1.5)};
+        expect_same("rms_norm", {{"eps", eps}}, in, tol_for(dt), cat(dtype_name(dt), " ", s));
+      }
+}
+
+TEST(FusedRmsNorm, BackwardOpMatchesItsComposite) {
+  for (Shape s : {Shape{3, 7}, Shape{70, 33}})
+    for (DType dt : kDtypes) {
+      std::vector<Tensor> in{random_tensor(s, dt, 1, -2, 2), random_tensor({s[1]}, dt, 2),
+                             random_tensor(s, dt, 3)};
+      expect_same("rms_norm_backward", {{"eps", 1e-5}}, in, tol_for(dt), cat(dtype_name(dt), " ", s));
+    }
+}
+
+TEST(FusedRope, MatchesComposite) {
+  for (DType dt : kDtypes)
+    for (DType table : {DType::f32, DType::f64}) {
+      for (bool per_batch : {false, true}) {
+        Shape xs{2, 5, 3, 8};
+        Shape ts = per_batch ? Shape{2, 5, 8} : Shape{5, 8};
+        std::vector<Tensor> in{random_tensor(xs, dt, 1), random_tensor(ts, table, 2),
+                               random_tensor(ts, table, 3)};
+        std::string label = cat(dtype_name(dt), " tables ", dtype_name(table), per_batch ? " per batch" : "");
+        expect_same("rope", {}, in, tol_for(dt), label);
+        std::vector<Tensor> bin = in;
+        bin.push_back(random_tensor(xs, dt, 4));
+        expect_same("rope_backward", {}, bin, tol_for(dt), label, false);
+      }
+    }
+}
+
+TEST(FusedSiluMul, MatchesComposite) {
+  for (Shape s : {Shape{7}, Shape{3, 50}, Shape{2, 3, 1000}})
+    for (DType dt : kDtypes) {
+      std::vector<Tensor> in{random_tensor(s, dt, 1, -6, 6), random_tensor(s, dt, 2, -2, 2)};
+      expect_same("silu_mul", {}, in, tol_for(dt), cat(dtype_name(dt), " ", s));
+    }
+  // A transposed (strided) gate.
+  Tensor g = random_tensor({6, 4}, DType::f32, 5).t(), u = random_tensor({4, 6}, DType::f32, 6);
+  EXPECT_TRUE(all_close(silu_mul(g, u), silu(g) * u, 1e-6, 1e-7));
+  EXPECT_THROW(silu_mul(zeros({2, 3}), zeros({3})), Error);
+  EXPECT_THROW(silu_mul(zeros({2, 3}), zeros({2, 3}, DType::f64)), Error);
+}
+
+TEST(FusedPointwise, GradientsMatchFiniteDifferences) {
+  Tensor a = random_tensor({3, 4}, DType::f64, 1, -3, 3), b = random_tensor({3, 4}, DType::f64, 2);
+  EXPECT_TRUE(check_gradients([](const auto& x) { return silu_mul(x[0], x[1]); }, {a, b}));
+  // rms_norm and rope gradients now come from their backward ops.
+  EXPECT_TRUE(check_gradients([](const auto& x) { return rms_norm(x[0], x[1], 1e-3); },
+                              {random_tensor({4, 5}, DType::f64, 3, -2, 2),
+                               random_tensor({5}, DType::f64, 4, 0.5, 1.5)}));
+  for (bool per_batch : {false, true}) {
+    Shape ts = per_batch ? Shape{2, 3, 4} : Shape{3, 4};
+    EXPECT_TRUE(check_gradients([](const auto& x) { return rope(x[0], x[1], x[2]); },
+                                {random_tensor({2, 3, 2, 4}, DType::f64, 5),
+                                 random_tensor(ts, DType::f64, 6), random_tensor(ts, DType::f64, 7)}))
+        << per_batch;
+  }
+}
+
+TEST(FusedPointwise, SameBitsForAnyThreadCount) {
+  expect_thread_independent("rms_norm", {{"eps", 1e-6}},
+                            {random_tensor({300, 64}, DType::f32, 1), random_tensor({64}, DType::f32, 2)});
+  expect_thread_independent("rope", {},
+                            {random_tensor({2, 40, 4, 16}, DType::f32, 1),
+                             random_tensor({40, 16}, DType::f32, 2), random_tensor({40, 16}, DType::f32, 3)});
+}
+
+}  // namespace
+}  // namespace kiln
