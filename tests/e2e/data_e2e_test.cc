@@ -1,0 +1,62 @@
+// `kiln data prepare` run as a user would: shards written with their
+// meta.json, and one-line errors with a non-zero exit for bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli.h"
+#include "tests/support/temp_dir.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(DataCli, PrepareWritesShards) {
+  test::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "fortune number " + std::to_string(i) + "\n%\n";
+  std::string corpus = dir.write("in/corpus.txt", text);
+  auto tr = test::run_cli("tokenizer train --input " + corpus + " --vocab-size 300 --output " +
+                          (dir / "tok.json"));
+  ASSERT_EQ(tr.status, 0) << tr.output;
+  auto r = test::run_cli("data prepare --tokenizer " + (dir / "tok.json") + " --input " +
+                         dir.path() + "/in --output " + (dir / "shards") +
+                         " --text-split delimiter --val-fraction 0.1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("180 training documents"), std::string::npos) << r.output;
+  std::ifstream meta(dir / "shards/meta.json");
+  auto j = nlohmann::json::parse(meta);
+  EXPECT_EQ(j["documents"]["val"], 20);
+  for (const auto& f : j["train"]) EXPECT_TRUE(fs::exists(dir / ("shards/" + f.get<std::string>())));
+}
+
+TEST(DataCli, ErrorsAreOneLine) {
+  test::TempDir dir;
+  std::string tok = dir / "tok.json";
+  auto tr = test::run_cli("tokenizer train --input " + dir.write("c.txt", "abc abc") +
+                          " --vocab-size 260 --output " + tok);
+  ASSERT_EQ(tr.status, 0) << tr.output;
+  struct Case {
+    std::string args, expect;
+  };
+  const Case cases[] = {
+      {"--input " + (dir / "missing") + " --output " + (dir / "o"), "does not exist"},
+      {"--input " + dir.write("bad.txt", "\xff\xfe") + " --output " + (dir / "o"), "invalid UTF-8"},
+      {"--input " + dir.write("empty.txt", "") + " --output " + (dir / "o"), "no text"},
+      {"--input " + (dir / "c.txt") + " --output " + (dir / "o") + " --text-split words",
+       "unknown text split"},
+  };
+  for (const auto& c : cases) {
+    auto r = test::run_cli("data prepare --tokenizer " + tok + " " + c.args);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "o"));
+}
+
+}  // namespace
+}  // namespace kiln
