@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs kiln's tests: every ctest label but `slow` on the release
-# build, then the unit tests again under AddressSanitizer + LeakSanitizer.
+# build, then the unit tests again under AddressSanitizer + LeakSanitizer
+# (but the model-sized ones).
 # Exits non-zero when any test fails. `scripts/test.sh --quick` skips ASan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,8 @@ ctest --test-dir build -LE slow --output-on-failure -j "$jobs"
 if [ "${1:-}" != "--quick" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ASAN=ON -DKILN_BENCH=OFF >/dev/null
   cmake --build build-asan
+  # The model-sized suites (minutes each under ASan) run in the release pass only.
   ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
-    ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs"
+    ctest --test-dir build-asan -L unit -E "^(transformer|fused_kernels|fused|moe|attention)_test$" \
+    --output-on-failure -j "$jobs"
 fi
