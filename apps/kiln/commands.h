@@ -13,6 +13,8 @@ void add_bench(CLI::App& app);
 void add_demo(CLI::App& app);
 void add_cache(CLI::App& app);
 void add_tokenizer(CLI::App& app);
+void add_train(CLI::App& app);
+void add_generate(CLI::App& app);
 void add_data(CLI::App& app);
 
 // `kiln info --model NAME`: seq_len <= 0 means the config's own.

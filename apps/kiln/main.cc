@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   kiln::cli::add_demo(app);
   kiln::cli::add_cache(app);
   kiln::cli::add_tokenizer(app);
+  kiln::cli::add_train(app);
+  kiln::cli::add_generate(app);
   kiln::cli::add_data(app);
   try {
     app.parse(argc, argv);

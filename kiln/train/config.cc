@@ -1,0 +1,638 @@
+#include "kiln/train/config.h"
+
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+#include <variant>
+
+#include "kiln/base/error.h"
+#include "kiln/base/nearest.h"
+#include "kiln/train/recipes.h"
+
+namespace kiln::train {
+namespace {
+
+using FieldRef = std::variant<bool*, int64_t*, double*, std::string*, std::optional<int64_t>*,
+                              std::optional<double>*, std::optional<bool>*>;
+
+struct Field {
+  const char* section;
+  const char* key;
+  FieldRef ref;
+  std::vector<std::string> choices;  // accepted values of a string field; empty: any
+  std::string name() const { return std::string(section) + "." + key; }
+};
+
+// The single list of every key: parsing, errors and printing all read it.
+std::vector<Field> fields(TrainConfig& c) {
+  const std::vector<std::string> impls_attn = {"composite", "flash"},
+                                 impls_loss = {"composite", "fused_ce"},
+                                 impls_moe = {"composite", "grouped"},
+                                 dtypes = {"float32", "bfloat16"};
+  ModelSection& m = c.model;
+  return {
+      {"job", "dump_folder", &c.job.dump_folder},
+      {"job", "description", &c.job.description},
+
+      {"model", "name", &m.name, model_config_names()},
+      {"model", "tokenizer_path", &m.tokenizer_path},
+      {"model", "dim", &m.dim},
+      {"model", "n_layers", &m.n_layers},
+      {"model", "n_heads", &m.n_heads},
+      {"model", "n_kv_heads", &m.n_kv_heads},
+      {"model", "head_dim", &m.head_dim},
+      {"model", "ffn_dim", &m.ffn_dim},
+      {"model", "vocab_size", &m.vocab_size},
+      {"model", "n_experts", &m.n_experts},
+      {"model", "top_k", &m.top_k},
+      {"model", "moe_ffn_dim", &m.moe_ffn_dim},
+      {"model", "rope_theta", &m.rope_theta},
+      {"model", "norm_eps", &m.norm_eps},
+      {"model", "init_std", &m.init_std},
+      {"model", "tie_embeddings", &m.tie_embeddings},
+      {"model", "qk_norm", &m.qk_norm},
+      {"model", "attention_impl", &m.attention_impl, impls_attn},
+      {"model", "loss_impl", &m.loss_impl, impls_loss},
+      {"model", "moe_impl", &m.moe_impl, impls_moe},
+
+      {"training", "steps", &c.training.steps},
+      {"training", "seed", &c.training.seed},
+      {"training", "local_batch_size", &c.training.local_batch_size},
+      {"training", "global_batch_size", &c.training.global_batch_size},
+      {"training", "seq_len", &c.training.seq_len},
+      {"training", "max_norm", &c.training.max_norm},
+      {"training", "mixed_precision_param", &c.training.mixed_precision_param, dtypes},
+
+      {"optimizer", "name", &c.optimizer.name, {"AdamW"}},
+      {"optimizer", "lr", &c.optimizer.lr},
+      {"optimizer", "beta1", &c.optimizer.beta1},
+      {"optimizer", "beta2", &c.optimizer.beta2},
+      {"optimizer", "eps", &c.optimizer.eps},
+      {"optimizer", "weight_decay", &c.optimizer.weight_decay},
+      {"optimizer", "decay_norms_and_embeddings", &c.optimizer.decay_norms_and_embeddings},
+
+      {"lr_scheduler", "warmup_steps", &c.lr_scheduler.warmup_steps},
+      {"lr_scheduler", "decay_ratio", &c.lr_scheduler.decay_ratio},
+      {"lr_scheduler",
+       "decay_type",
+       &c.lr_scheduler.decay_type,
+       {"linear", "cosine", "sqrt", "constant"}},
+      {"lr_scheduler", "min_lr_factor", &c.lr_scheduler.min_lr_factor},
+
+      {"data", "path", &c.data.path},
+      {"data", "format", &c.data.format, {"auto", "text", "jsonl", "shards"}},
+      {"data", "text_key", &c.data.text_key},
+      {"data", "text_split", &c.data.text_split, {"file", "paragraph", "line", "delimiter"}},
+      {"data", "delimiter", &c.data.delimiter},
+      {"data", "val_fraction", &c.data.val_fraction},
+      {"data", "add_bos", &c.data.add_bos},
+      {"data", "add_eos", &c.data.add_eos},
+      {"data", "shuffle", &c.data.shuffle},
+      {"data", "document_mask", &c.data.document_mask},
+
+      {"checkpoint", "enable", &c.checkpoint.enable},
+      {"checkpoint", "folder", &c.checkpoint.folder},
+      {"checkpoint", "interval", &c.checkpoint.interval},
+      {"checkpoint", "load_step", &c.checkpoint.load_step},
+      {"checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k},
+      {"checkpoint", "initial_load_path", &c.checkpoint.initial_load_path},
+      {"checkpoint", "last_save_in_hf", &c.checkpoint.last_save_in_hf},
+      {"checkpoint", "export_dtype", &c.checkpoint.export_dtype, dtypes},
+
+      {"validation", "enable", &c.validation.enable},
+      {"validation", "freq", &c.validation.freq},
+      {"validation", "steps", &c.validation.steps},
+
+      {"metrics", "log_freq", &c.metrics.log_freq},
+      {"metrics", "enable_tensorboard", &c.metrics.enable_tensorboard},
+      {"metrics", "save_tb_folder", &c.metrics.save_tb_folder},
+      {"metrics", "progress_bar", &c.metrics.progress_bar},
+
+      {"compile", "enable", &c.compile.enable},
+
+      {"parallelism", "data_parallel_replicate_degree",
+       &c.parallelism.data_parallel_replicate_degree},
+      {"parallelism", "data_parallel_shard_degree", &c.parallelism.data_parallel_shard_degree},
+      {"parallelism", "tensor_parallel_degree", &c.parallelism.tensor_parallel_degree},
+      {"parallelism", "context_parallel_degree", &c.parallelism.context_parallel_degree},
+      {"parallelism", "pipeline_parallel_degree", &c.parallelism.pipeline_parallel_degree},
+      {"parallelism", "expert_parallel_degree", &c.parallelism.expert_parallel_degree},
+
+      {"activation_checkpoint",
+       "mode",
+       &c.activation_checkpoint.mode,
+       {"none", "full", "selective"}},
+
+      {"profiler", "enable_profiling", &c.profiler.enable_profiling},
+      {"profiler", "save_traces_folder", &c.profiler.save_traces_folder},
+      {"profiler", "profile_freq", &c.profiler.profile_freq},
+
+      {"runtime", "eager_mode", &c.runtime.eager_mode, {"strict", "debug", "defer_and_fuse"}},
+      {"runtime", "num_threads", &c.runtime.num_threads},
+  };
+}
+
+// The candidate a mistyped `name` most likely meant: one it abbreviates (a
+// prefix, else a subsequence, the shortest such), else the nearest by edit
+// distance.
+std::string suggest(std::string_view name, const std::vector<std::string>& candidates) {
+  auto shortest_where = [&](auto&& pred) {
+    std::string best;
+    for (const std::string& c : candidates)
+      if (pred(c) && (best.empty() || c.size() < best.size())) best = c;
+    return best;
+  };
+  auto subsequence = [&](const std::string& c) {
+    size_t i = 0;
+    for (char ch : c)
+      if (i < name.size() && name[i] == ch) ++i;
+    return i == name.size();
+  };
+  if (std::string s = shortest_where([&](const std::string& c) { return c.starts_with(name); });
+      !s.empty())
+    return s;
+  if (std::string s = shortest_where(subsequence); !s.empty()) return s;
+  return nearest(name, candidates);
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+std::vector<std::string> section_names(std::vector<Field>& all) {
+  std::vector<std::string> out;
+  for (const Field& f : all)
+    if (out.empty() || out.back() != f.section) out.push_back(f.section);
+  return out;
+}
+
+// The field called `name` ("section.key"); an unknown one is an error
+// naming the nearest key (and the keys of the section when it exists).
+Field& find_field(std::vector<Field>& all, std::string_view name, const std::string& where) {
+  std::vector<std::string> names;
+  for (Field& f : all) {
+    if (f.name() == name) return f;
+    names.push_back(f.name());
+  }
+  std::string section(name.substr(0, name.find('.')));
+  std::vector<std::string> keys;
+  for (const Field& f : all)
+    if (section == f.section) keys.push_back(f.key);
+  std::string known = keys.empty() ? "sections: " + join(section_names(all))
+                                   : "keys of [" + section + "]: " + join(keys);
+  fail(where, "unknown config key '", name, "' (did you mean '", suggest(name, names), "'?); ",
+       known);
+}
+
+std::string type_name(const FieldRef& ref) {
+  struct {
+    std::string operator()(bool*) { return "true or false"; }
+    std::string operator()(std::optional<bool>*) { return "true or false"; }
+    std::string operator()(int64_t*) { return "an integer"; }
+    std::string operator()(std::optional<int64_t>*) { return "an integer"; }
+    std::string operator()(double*) { return "a number"; }
+    std::string operator()(std::optional<double>*) { return "a number"; }
+    std::string operator()(std::string*) { return "a string"; }
+  } v;
+  return std::visit(v, ref);
+}
+
+[[noreturn]] void bad_value(const Field& f, std::string_view value, const std::string& where) {
+  std::string accepted = f.choices.empty() ? type_name(f.ref) : "one of " + join(f.choices);
+  fail(where, "bad value '", value, "' for ", f.name(), ": expected ", accepted);
+}
+
+void check_choice(const Field& f, const std::string& value, const std::string& where) {
+  if (f.choices.empty()) return;
+  for (const std::string& c : f.choices)
+    if (c == value) return;
+  std::string accepted = "one of " + join(f.choices);
+  fail(where, "bad value '", value, "' for ", f.name(), " (did you mean '",
+       suggest(value, f.choices), "'?): expected ", accepted);
+}
+
+std::optional<int64_t> parse_int(std::string_view s) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_double(std::string_view s) {
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty() || !std::isfinite(v))
+    return std::nullopt;
+  return v;
+}
+
+std::optional<bool> parse_bool(std::string_view s) {
+  if (s == "true" || s == "1") return true;
+  if (s == "false" || s == "0") return false;
+  return std::nullopt;
+}
+
+template <class T>
+T need(std::optional<T> parsed, const Field& f, std::string_view text, const std::string& where) {
+  if (!parsed) bad_value(f, text, where);
+  return *parsed;
+}
+
+// Sets a field from command-line text.
+void set_from_text(Field& f, std::string_view text, const std::string& where) {
+  struct Visitor {
+    Field& f;
+    std::string_view text;
+    const std::string& where;
+    void operator()(bool* p) { *p = need(parse_bool(text), f, text, where); }
+    void operator()(std::optional<bool>* p) { *p = need(parse_bool(text), f, text, where); }
+    void operator()(int64_t* p) { *p = need(parse_int(text), f, text, where); }
+    void operator()(std::optional<int64_t>* p) { *p = need(parse_int(text), f, text, where); }
+    void operator()(double* p) { *p = need(parse_double(text), f, text, where); }
+    void operator()(std::optional<double>* p) { *p = need(parse_double(text), f, text, where); }
+    void operator()(std::string* p) {
+      check_choice(f, std::string(text), where);
+      *p = text;
+    }
+  };
+  std::visit(Visitor{f, text, where}, f.ref);
+}
+
+std::string toml_text(const toml::node& n) {
+  std::ostringstream os;
+  if (n.is_string())
+    os << *n.value<std::string>();
+  else if (n.is_table())
+    os << "a table";
+  else if (n.is_array())
+    os << "an array";
+  else if (auto v = n.value<double>(); v && n.is_floating_point())
+    os << *v;
+  else if (n.is_integer())
+    os << *n.value<int64_t>();
+  else if (n.is_boolean())
+    os << (*n.value<bool>() ? "true" : "false");
+  else
+    os << "this value";
+  return os.str();
+}
+
+// A TOML value of type T (an integer is accepted for a double), or nothing.
+template <class T>
+std::optional<T> toml_value(const toml::node& n) {
+  if constexpr (std::is_same_v<T, double>)
+    return n.is_number() ? n.value<double>() : std::nullopt;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return n.is_integer() ? n.value<int64_t>() : std::nullopt;
+  else if constexpr (std::is_same_v<T, bool>)
+    return n.is_boolean() ? n.value<bool>() : std::nullopt;
+  else
+    return n.is_string() ? n.value<std::string>() : std::nullopt;
+}
+
+template <class T>
+struct Unwrap {
+  using type = T;
+};
+template <class T>
+struct Unwrap<std::optional<T>> {
+  using type = T;
+};
+
+// Sets a field from a TOML value, which must have the field's type.
+void set_from_toml(Field& f, const toml::node& n, const std::string& where) {
+  std::visit(
+      [&](auto* p) {
+        using T = typename Unwrap<std::remove_pointer_t<decltype(p)>>::type;
+        *p = need(toml_value<T>(n), f, toml_text(n), where);
+      },
+      f.ref);
+  if (auto* s = std::get_if<std::string*>(&f.ref)) check_choice(f, **s, where);
+}
+
+// The shortest text that reads back as the same double, always with a
+// '.' or exponent so that TOML reads a float.
+std::string double_text(double v) {
+  char buf[64];
+  double a = std::fabs(v);
+  auto format =
+      a == 0 || (a >= 1e-4 && a < 1e15) ? std::chars_format::fixed : std::chars_format::scientific;
+  auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v, format);
+  std::string s(buf, p);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string toml_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\')
+      out += '\\', out += char(ch);
+    else if (ch == '\n')
+      out += "\\n";
+    else if (ch == '\t')
+      out += "\\t";
+    else if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", ch);
+      out += buf;
+    } else
+      out += char(ch);
+  }
+  return out + "\"";
+}
+
+// The value as TOML, or nothing for an unset optional.
+std::optional<std::string> value_text(const FieldRef& ref) {
+  struct {
+    std::optional<std::string> operator()(bool* p) { return *p ? "true" : "false"; }
+    std::optional<std::string> operator()(int64_t* p) { return std::to_string(*p); }
+    std::optional<std::string> operator()(double* p) { return double_text(*p); }
+    std::optional<std::string> operator()(std::string* p) { return toml_quoted(*p); }
+    std::optional<std::string> operator()(std::optional<bool>* p) {
+      if (!*p) return std::nullopt;
+      return **p ? "true" : "false";
+    }
+    std::optional<std::string> operator()(std::optional<int64_t>* p) {
+      if (!*p) return std::nullopt;
+      return std::to_string(**p);
+    }
+    std::optional<std::string> operator()(std::optional<double>* p) {
+      if (!*p) return std::nullopt;
+      return double_text(**p);
+    }
+  } v;
+  return std::visit(v, ref);
+}
+
+template <class T>
+void fill(std::optional<T>& field, const T& registry_value) {
+  if (!field) field = registry_value;
+}
+
+// Errors from finalize() name the key and where the value came from.
+#define KILN_CONFIG_CHECK(cond, key, ...) KILN_CHECK(cond, "config: ", key, ": ", __VA_ARGS__)
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  TrainConfig c;
+  std::vector<std::string> out;
+  for (const Field& f : fields(c)) out.push_back(f.name());
+  return out;
+}
+
+void apply_toml(TrainConfig& config, std::string_view text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    fail(origin, ":", at.line, ":", at.column, ": not valid TOML: ", e.description());
+  }
+  std::vector<Field> all = fields(config);
+  for (const auto& [section_key, section] : root) {
+    std::string section_name(section_key.str());
+    auto where = [&](const toml::node& n) { return cat(origin, ":", n.source().begin.line, ": "); };
+    const toml::table* table = section.as_table();
+    if (!table) {
+      // A top-level key: name the nearest section.key, as for a typo'd key.
+      find_field(all, section_name, where(section));
+      fail(where(section), "'", section_name, "' is not a [section]");
+    }
+    for (const auto& [key, value] : *table) {
+      std::string name = section_name + "." + std::string(key.str());
+      Field& f = find_field(all, name, where(value));
+      set_from_toml(f, value, where(value));
+    }
+  }
+}
+
+void apply_setting(TrainConfig& config, std::string_view key, std::string_view value) {
+  std::vector<Field> all = fields(config);
+  std::string where = cat("--", key, ": ");
+  set_from_text(find_field(all, key, where), value, where);
+}
+
+void apply_override(TrainConfig& config, std::string_view spec) {
+  // Component path -> the model field it sets.
+  const std::vector<std::pair<std::string, std::string>> components = {
+      {"attention", "model.attention_impl"},
+      {"loss", "model.loss_impl"},
+      {"moe", "model.moe_impl"}};
+  std::string where = cat("--override ", spec, ": ");
+  size_t eq = spec.find('=');
+  KILN_CHECK(eq != std::string_view::npos, where, "expected component=impl, e.g. attention=flash");
+  std::string path(spec.substr(0, eq));
+  if (path.starts_with("model.")) path = path.substr(6);
+  std::vector<std::string> names;
+  for (const auto& [component, key] : components) {
+    if (component == path) return apply_setting(config, key, spec.substr(eq + 1));
+    names.push_back(component);
+  }
+  fail(where, "unknown component '", path, "' (did you mean '", suggest(path, names),
+       "'?); components: ", join(names));
+}
+
+void finalize(TrainConfig& c) {
+  // The registry entry (an unknown name was already refused by its choices).
+  const ModelConfig& r = kiln::model_config(c.model.name);
+  ModelSection& m = c.model;
+  fill(m.dim, r.dim);
+  fill(m.n_layers, r.n_layers);
+  fill(m.n_heads, r.n_heads);
+  fill(m.n_kv_heads, r.n_kv_heads);
+  fill(m.head_dim, r.head_dim);
+  fill(m.ffn_dim, r.ffn_dim);
+  fill(m.vocab_size, r.vocab_size);
+  fill(m.n_experts, r.n_experts);
+  fill(m.top_k, r.top_k);
+  fill(m.moe_ffn_dim, r.moe_ffn_dim);
+  fill(m.rope_theta, r.rope_theta);
+  fill(m.norm_eps, r.norm_eps);
+  fill(m.init_std, r.init_std);
+  fill(m.tie_embeddings, r.tie_embeddings);
+  fill(m.qk_norm, r.qk_norm);
+
+  const TrainingSection& t = c.training;
+  KILN_CONFIG_CHECK(t.steps >= 1, "training.steps", "must be at least 1, got ", t.steps);
+  KILN_CONFIG_CHECK(t.local_batch_size >= 1, "training.local_batch_size",
+                    "must be at least 1, got ", t.local_batch_size);
+  KILN_CONFIG_CHECK(t.global_batch_size == -1 || (t.global_batch_size >= t.local_batch_size &&
+                                                  t.global_batch_size % t.local_batch_size == 0),
+                    "training.global_batch_size",
+                    "must be -1 or a multiple of training.local_batch_size (", t.local_batch_size,
+                    "), got ", t.global_batch_size);
+  KILN_CONFIG_CHECK(t.seq_len >= 1, "training.seq_len", "must be at least 1, got ", t.seq_len);
+  KILN_CONFIG_CHECK(t.seed >= 0, "training.seed", "must be non-negative, got ", t.seed);
+  KILN_CONFIG_CHECK(c.optimizer.lr > 0, "optimizer.lr", "must be positive, got ", c.optimizer.lr);
+  KILN_CONFIG_CHECK(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1, "optimizer.beta1",
+                    "must be in [0, 1), got ", c.optimizer.beta1);
+  KILN_CONFIG_CHECK(c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1, "optimizer.beta2",
+                    "must be in [0, 1), got ", c.optimizer.beta2);
+  KILN_CONFIG_CHECK(c.optimizer.eps > 0, "optimizer.eps", "must be positive, got ",
+                    c.optimizer.eps);
+  KILN_CONFIG_CHECK(c.optimizer.weight_decay >= 0, "optimizer.weight_decay",
+                    "must be non-negative, got ", c.optimizer.weight_decay);
+  KILN_CONFIG_CHECK(c.lr_scheduler.warmup_steps >= 0, "lr_scheduler.warmup_steps",
+                    "must be non-negative, got ", c.lr_scheduler.warmup_steps);
+  const auto& ratio = c.lr_scheduler.decay_ratio;
+  KILN_CONFIG_CHECK(!ratio || (*ratio >= 0 && *ratio <= 1), "lr_scheduler.decay_ratio",
+                    "must be in [0, 1], got ", ratio.value_or(0));
+  KILN_CONFIG_CHECK(c.lr_scheduler.min_lr_factor >= 0 && c.lr_scheduler.min_lr_factor <= 1,
+                    "lr_scheduler.min_lr_factor", "must be in [0, 1], got ",
+                    c.lr_scheduler.min_lr_factor);
+  KILN_CONFIG_CHECK(c.data.val_fraction >= 0 && c.data.val_fraction < 1, "data.val_fraction",
+                    "must be in [0, 1), got ", c.data.val_fraction);
+  KILN_CONFIG_CHECK(c.checkpoint.interval >= 1, "checkpoint.interval", "must be at least 1, got ",
+                    c.checkpoint.interval);
+  KILN_CONFIG_CHECK(c.checkpoint.keep_latest_k >= 0, "checkpoint.keep_latest_k",
+                    "must be non-negative (0 keeps all), got ", c.checkpoint.keep_latest_k);
+  KILN_CONFIG_CHECK(c.validation.freq >= 1, "validation.freq", "must be at least 1, got ",
+                    c.validation.freq);
+  KILN_CONFIG_CHECK(c.validation.steps == -1 || c.validation.steps >= 1, "validation.steps",
+                    "must be -1 (the whole split) or at least 1, got ", c.validation.steps);
+  KILN_CONFIG_CHECK(c.metrics.log_freq >= 1, "metrics.log_freq", "must be at least 1, got ",
+                    c.metrics.log_freq);
+  KILN_CONFIG_CHECK(c.profiler.profile_freq >= 1, "profiler.profile_freq",
+                    "must be at least 1, got ", c.profiler.profile_freq);
+  KILN_CONFIG_CHECK(c.runtime.num_threads >= 0, "runtime.num_threads",
+                    "must be non-negative (0: all cores), got ", c.runtime.num_threads);
+  const ParallelismSection& p = c.parallelism;
+  KILN_CONFIG_CHECK(p.data_parallel_shard_degree == -1 || p.data_parallel_shard_degree >= 1,
+                    "parallelism.data_parallel_shard_degree", "must be -1 or at least 1, got ",
+                    p.data_parallel_shard_degree);
+  for (auto [key, degree] :
+       {std::pair{"data_parallel_replicate_degree", p.data_parallel_replicate_degree},
+        {"tensor_parallel_degree", p.tensor_parallel_degree},
+        {"context_parallel_degree", p.context_parallel_degree},
+        {"pipeline_parallel_degree", p.pipeline_parallel_degree},
+        {"expert_parallel_degree", p.expert_parallel_degree}})
+    KILN_CONFIG_CHECK(degree >= 1, cat("parallelism.", key), "must be at least 1, got ", degree);
+  // The model's own consistency rules (heads, experts, ...) name its fields.
+  try {
+    resolve_model_config(c).validate();
+  } catch (const Error& e) {
+    fail("config: [model] ", e.what());
+  }
+}
+
+std::string to_toml(const TrainConfig& config) {
+  TrainConfig copy = config;
+  std::vector<Field> all = fields(copy);
+  std::ostringstream os;
+  const char* section = "";
+  for (const Field& f : all) {
+    if (std::string_view(section) != f.section) {
+      os << (*section ? "\n" : "") << "[" << f.section << "]\n";
+      section = f.section;
+    }
+    std::optional<std::string> v = value_text(f.ref);
+    if (!v) {
+      os << "# " << f.key << " is unset\n";
+      continue;
+    }
+    os << f.key << " = " << *v;
+    if (f.choices.size() > 1 && f.choices.size() <= 8) os << "  # " << join(f.choices, " | ");
+    os << "\n";
+  }
+  return os.str();
+}
+
+ModelConfig resolve_model_config(const TrainConfig& c) {
+  ModelConfig m = kiln::model_config(c.model.name);
+  const ModelSection& s = c.model;
+  auto set = [](auto& field, const auto& value) {
+    if (value) field = *value;
+  };
+  set(m.dim, s.dim);
+  set(m.n_layers, s.n_layers);
+  set(m.n_heads, s.n_heads);
+  set(m.n_kv_heads, s.n_kv_heads);
+  set(m.head_dim, s.head_dim);
+  set(m.ffn_dim, s.ffn_dim);
+  set(m.vocab_size, s.vocab_size);
+  set(m.n_experts, s.n_experts);
+  set(m.top_k, s.top_k);
+  set(m.moe_ffn_dim, s.moe_ffn_dim);
+  set(m.rope_theta, s.rope_theta);
+  set(m.norm_eps, s.norm_eps);
+  set(m.init_std, s.init_std);
+  set(m.tie_embeddings, s.tie_embeddings);
+  set(m.qk_norm, s.qk_norm);
+  m.attention_impl = s.attention_impl;
+  m.loss_impl = s.loss_impl;
+  m.moe_impl = s.moe_impl;
+  // The rotary tables cover the training sequence length.
+  m.seq_len = c.training.seq_len;
+  m.max_position_embeddings = std::max(m.max_position_embeddings, m.seq_len);
+  return m;
+}
+
+int64_t grad_accum_steps(const TrainConfig& c) {
+  const TrainingSection& t = c.training;
+  return t.global_batch_size == -1 ? 1 : t.global_batch_size / t.local_batch_size;
+}
+
+TrainCommandLine parse_train_command_line(const std::vector<std::string>& args) {
+  TrainCommandLine out;
+  TrainConfig probe;
+  std::vector<Field> all = fields(probe);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto next = [&](const char* what) -> std::string {
+      KILN_CHECK(i + 1 < args.size(), a, " needs ", what);
+      return args[++i];
+    };
+    if (a == "--print-config") {
+      out.print_config = true;
+    } else if (a == "--config" || a.starts_with("--config=")) {
+      out.config = a == "--config" ? next("a recipe file or name") : a.substr(9);
+    } else if (a == "--override" || a.starts_with("--override=")) {
+      out.settings.emplace_back("--override",
+                                a == "--override" ? next("component=impl") : a.substr(11));
+    } else if (a.starts_with("--") && a.find('.') != std::string::npos) {
+      std::string key = a.substr(2), value;
+      if (size_t eq = key.find('='); eq != std::string::npos) {
+        value = key.substr(eq + 1);
+        key = key.substr(0, eq);
+      } else {
+        Field& f = find_field(all, key, cat("--", key, ": "));
+        bool is_bool = std::holds_alternative<bool*>(f.ref) ||
+                       std::holds_alternative<std::optional<bool>*>(f.ref);
+        // A bool flag alone means true; other keys take the next argument.
+        if (is_bool && (i + 1 >= args.size() || !parse_bool(args[i + 1])))
+          value = "true";
+        else
+          value = next(cat("a value (", type_name(f.ref), ")").c_str());
+      }
+      find_field(all, key, cat("--", key, ": "));
+      out.settings.emplace_back(key, value);
+    } else {
+      fail("unexpected argument '", a,
+           "'; kiln train takes --config FILE, --print-config, --override component=impl and "
+           "--section.key=value settings");
+    }
+  }
+  return out;
+}
+
+TrainConfig load_train_config(const TrainCommandLine& cl) {
+  Recipe recipe = cl.config.empty() ? default_recipe() : find_recipe(cl.config);
+  TrainConfig c;
+  apply_toml(c, recipe.text, recipe.origin);
+  for (const auto& [key, value] : cl.settings) {
+    if (key == "--override")
+      apply_override(c, value);
+    else
+      apply_setting(c, key, value);
+  }
+  finalize(c);
+  return c;
+}
+
+}  // namespace kiln::train

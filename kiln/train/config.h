@@ -1,0 +1,210 @@
+// The training configuration: one typed struct per section, filled from a
+// TOML recipe and `--section.key=value` flags, in that order. Section and key
+// names follow TorchTitan's where one exists (job.dump_folder,
+// training.steps, checkpoint.interval, compile.enable, ...).
+//
+// Every key is declared once in config.cc's field table, which drives
+// parsing, the errors (an unknown key names the nearest valid one, a bad
+// value the accepted ones) and printing (`kiln train --print-config`).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/models/config.h"
+
+namespace kiln::train {
+
+struct JobSection {
+  std::string dump_folder = "./outputs";  // every output of a run: checkpoints, metrics, tb
+  std::string description;
+};
+
+// The model: a registry name (kiln/models/config.h) and, per field, an
+// optional change to that config. After load_train_config every optional is
+// set (to the registry's value where the recipe left it), so the printed
+// config is the model actually trained.
+struct ModelSection {
+  std::string name = "llama3_debug";
+  // A tokenizer.json (or a folder holding one). Empty: a byte-level BPE of
+  // vocab_size is learned from the training data when the run starts and
+  // kept in the dump folder (<dump_folder>/tokenizer.json), where a resumed
+  // run finds it again.
+  std::string tokenizer_path;
+  std::optional<int64_t> dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size;
+  std::optional<int64_t> n_experts, top_k, moe_ffn_dim;
+  std::optional<double> rope_theta, norm_eps, init_std;
+  std::optional<bool> tie_embeddings, qk_norm;
+  // Components swapped before the model is built (also `--override attention=flash`).
+  std::string attention_impl = "composite";  // composite | flash
+  std::string loss_impl = "composite";       // composite | fused_ce
+  std::string moe_impl = "composite";        // composite | grouped
+};
+
+struct TrainingSection {
+  int64_t steps = 10000;
+  int64_t seed = 0;  // weights, data order
+  int64_t local_batch_size = 8;
+  // Samples per optimizer step; a multiple of local_batch_size, the
+  // quotient being the gradient-accumulation steps. -1: local_batch_size.
+  int64_t global_batch_size = -1;
+  int64_t seq_len = 2048;
+  double max_norm = 1.0;  // gradient clipping by global norm; <= 0 disables it
+  // Compute dtype of the parameters; with bfloat16 the optimizer keeps f32
+  // master weights and state and the model runs on a bf16 copy.
+  std::string mixed_precision_param = "float32";  // float32 | bfloat16
+};
+
+struct OptimizerSection {
+  std::string name = "AdamW";
+  double lr = 8e-4;
+  double beta1 = 0.9, beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  // Whether norm weights, biases and the token embedding get weight decay too.
+  bool decay_norms_and_embeddings = false;
+};
+
+// Warmup, then an optional stable phase, then decay to min_lr_factor * lr
+// (warmup-stable-decay when decay_ratio is set).
+struct LRSchedulerSection {
+  int64_t warmup_steps = 200;
+  // Fraction of training spent decaying at the end; unset: every step after warmup.
+  std::optional<double> decay_ratio;
+  std::string decay_type = "linear";  // linear | cosine | sqrt | constant
+  double min_lr_factor = 0.0;
+};
+
+struct DataSection {
+  // A file or folder: plain text, JSONL, or `kiln data prepare` shards.
+  // Empty: the default corpus scripts/setup.sh installs (kiln/data/default_corpus.h).
+  std::string path;
+  std::string format = "auto";      // auto | text | jsonl | shards
+  std::string text_key = "text";    // the JSONL field holding the text
+  std::string text_split = "file";  // plain text documents: file | paragraph | line | delimiter
+  std::string delimiter = "%";      // text_split = delimiter: the separator line
+  double val_fraction = 0.01;       // documents held out for validation (always, so the
+                                    // training data does not depend on validation.enable)
+  bool add_bos = true, add_eos = true;
+  bool shuffle = true;  // a fresh document order each epoch
+  // Attention only within each packed document, positions restarting at
+  // each (the packed-document mask); false: plain causal over the window.
+  bool document_mask = false;
+};
+
+struct CheckpointSection {
+  bool enable = false;
+  std::string folder = "checkpoint";  // relative to job.dump_folder
+  int64_t interval = 500;             // steps between saves (and one at the end)
+  // Resume from this step's checkpoint; -1: the latest complete one, if any.
+  int64_t load_step = -1;
+  int64_t keep_latest_k = 10;  // 0 keeps every checkpoint
+  // A Hugging Face model folder whose weights initialise a fresh run.
+  std::string initial_load_path;
+  // At the end, also export the model as a Hugging Face folder
+  // (<folder>/hf: safetensors, config.json, tokenizer.json).
+  bool last_save_in_hf = false;
+  std::string export_dtype = "float32";  // float32 | bfloat16
+};
+
+struct ValidationSection {
+  bool enable = false;
+  int64_t freq = 100;  // steps between evaluations (and one at the end)
+  int64_t steps = 10;  // validation batches per evaluation; -1: the whole split
+};
+
+struct MetricsSection {
+  int64_t log_freq = 10;  // steps between logged lines (the first and last are always logged)
+  bool enable_tensorboard = true;
+  std::string save_tb_folder = "tb";  // relative to job.dump_folder
+  bool progress_bar = true;           // only drawn when stderr is a terminal
+};
+
+struct CompileSection {
+  bool enable = false;  // forward + backward traced and compiled into one program
+};
+
+// Mesh degrees as in TorchTitan (-1: whatever the others leave). The
+// trainer runs on one device for now and refuses degrees above 1.
+struct ParallelismSection {
+  int64_t data_parallel_replicate_degree = 1;
+  int64_t data_parallel_shard_degree = -1;
+  int64_t tensor_parallel_degree = 1;
+  int64_t context_parallel_degree = 1;
+  int64_t pipeline_parallel_degree = 1;
+  int64_t expert_parallel_degree = 1;
+};
+
+struct ActivationCheckpointSection {
+  std::string mode = "none";  // none | full | selective
+};
+
+struct ProfilerSection {
+  bool enable_profiling = false;
+  std::string save_traces_folder = "profile_traces";
+  int64_t profile_freq = 100;
+};
+
+struct RuntimeSection {
+  std::string eager_mode = "strict";  // strict | debug | defer_and_fuse
+  int64_t num_threads = 0;            // kernel threads; 0: KILN_NUM_THREADS or all cores
+};
+
+struct TrainConfig {
+  JobSection job;
+  ModelSection model;
+  TrainingSection training;
+  OptimizerSection optimizer;
+  LRSchedulerSection lr_scheduler;
+  DataSection data;
+  CheckpointSection checkpoint;
+  ValidationSection validation;
+  MetricsSection metrics;
+  CompileSection compile;
+  ParallelismSection parallelism;
+  ActivationCheckpointSection activation_checkpoint;
+  ProfilerSection profiler;
+  RuntimeSection runtime;
+};
+
+// Every key, "section.key", in declaration order.
+std::vector<std::string> config_keys();
+
+// Applies a TOML recipe (`origin` names it in errors, e.g. its path).
+void apply_toml(TrainConfig& config, std::string_view toml_text, const std::string& origin);
+// Applies one setting, "section.key" = value (as written on the command line).
+void apply_setting(TrainConfig& config, std::string_view key, std::string_view value);
+// Applies "component=impl" (or "model.component=impl"): attention, loss, moe.
+void apply_override(TrainConfig& config, std::string_view spec);
+// Fills the model section's unset fields from the registry and checks the
+// values against each other; throws kiln::Error naming the key.
+void finalize(TrainConfig& config);
+
+// The effective config as a TOML recipe that apply_toml reads back.
+std::string to_toml(const TrainConfig& config);
+
+// The ModelConfig to build: the registry entry with the model section's
+// changes and the training sequence length.
+ModelConfig resolve_model_config(const TrainConfig& config);
+// Microbatches per optimizer step.
+int64_t grad_accum_steps(const TrainConfig& config);
+
+// `kiln train`'s arguments, in order:
+//   --config FILE|NAME, --print-config, --override component=impl,
+//   --section.key=value | --section.key value | --bool.key
+struct TrainCommandLine {
+  std::string config;  // empty: the default recipe
+  bool print_config = false;
+  // ("section.key", value) settings and ("--override", spec) in the order given.
+  std::vector<std::pair<std::string, std::string>> settings;
+};
+TrainCommandLine parse_train_command_line(const std::vector<std::string>& args);
+
+// The recipe named on the command line (or the default), the settings and
+// overrides applied, then finalize().
+TrainConfig load_train_config(const TrainCommandLine& command_line);
+
+}  // namespace kiln::train

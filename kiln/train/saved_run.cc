@@ -1,0 +1,93 @@
+#include "kiln/train/saved_run.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "kiln/base/error.h"
+#include "kiln/models/hf_dir.h"
+#include "kiln/train/checkpoint.h"
+#include "kiln/train/config.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln::train {
+namespace {
+
+// "step-N" -> N.
+std::optional<int64_t> step_of(const fs::path& dir) {
+  std::string name = dir.filename().string();
+  if (!name.starts_with("step-")) return std::nullopt;
+  try {
+    return std::stoll(name.substr(5));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+LoadedCheckpoint find_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  KILN_CHECK(fs::is_directory(dir, ec), "checkpoint '", dir.string(), "' is not a folder");
+  if (auto step = step_of(dir); step && fs::is_regular_file(dir / "manifest.json", ec))
+    return CheckpointManager(dir.parent_path().string()).load(step);
+  if (CheckpointManager m(dir.string()); m.latest_step()) return m.load();
+  // A dump folder: its config.toml names the checkpoint folder.
+  if (fs::is_regular_file(dir / "config.toml", ec)) {
+    TrainConfig c;
+    apply_toml(
+        c,
+        [&] {
+          std::ifstream f(dir / "config.toml");
+          return std::string(std::istreambuf_iterator<char>(f), {});
+        }(),
+        (dir / "config.toml").string());
+    if (CheckpointManager m((dir / c.checkpoint.folder).string()); m.latest_step()) return m.load();
+  }
+  fail("no checkpoint in '", dir.string(),
+       "': pass a run's dump folder, its checkpoint folder or a step-N folder");
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  return std::make_unique<Tokenizer>(Tokenizer::load(path));
+}
+
+}  // namespace
+
+SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path) {
+  LoadedCheckpoint ck = find_checkpoint(dir);
+  KILN_CHECK(ck.config.contains("recipe") && ck.config["recipe"].is_string(), "checkpoint ",
+             ck.path, " does not record its config: it was not written by kiln train");
+  TrainConfig c;
+  apply_toml(c, ck.config["recipe"].get<std::string>(), ck.path + "/manifest.json [recipe]");
+  finalize(c);
+  ModelConfig mc = resolve_model_config(c);
+  SavedModel out;
+  out.model = std::make_unique<CausalLM>(mc, DType::f32);
+  nn::StateDict sd(ck.model.begin(), ck.model.end());
+  out.model->load_state_dict(sd);
+
+  std::string tok = tokenizer_path;
+  std::error_code ec;
+  if (tok.empty() && ck.config.contains("tokenizer") && ck.config["tokenizer"].is_string() &&
+      fs::exists(ck.config["tokenizer"].get<std::string>(), ec))
+    tok = ck.config["tokenizer"].get<std::string>();
+  // step-N, the checkpoint folder, the dump folder.
+  fs::path step_dir = ck.path;
+  for (const fs::path& p : {step_dir, step_dir.parent_path(), step_dir.parent_path().parent_path()})
+    if (tok.empty() && fs::is_regular_file(p / "tokenizer.json", ec))
+      tok = (p / "tokenizer.json").string();
+  KILN_CHECK(!tok.empty(), "cannot find the tokenizer of checkpoint ", ck.path,
+             ": pass --tokenizer FILE");
+  out.tokenizer = load_tokenizer(tok);
+  out.description = cat(ck.path, " (", mc.name, ", step ", ck.step, ")");
+  return out;
+}
+
+SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenizer_path) {
+  SavedModel out;
+  out.model = load_hf_model(dir, DType::f32);
+  out.tokenizer = load_tokenizer(tokenizer_path.empty() ? dir : tokenizer_path);
+  out.description = dir;
+  return out;
+}
+
+}  // namespace kiln::train

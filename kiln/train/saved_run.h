@@ -1,0 +1,26 @@
+// A trained model read back for inference (`kiln generate`): from a run's
+// checkpoint, found from its dump folder, its checkpoint folder or a step-N
+// folder, or from a Hugging Face model folder.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "kiln/data/tokenizer.h"
+#include "kiln/models/transformer.h"
+
+namespace kiln::train {
+
+struct SavedModel {
+  std::unique_ptr<CausalLM> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string description;  // e.g. "outputs/x/checkpoint/step-20 (llama3_debug)"
+};
+
+// The model of a checkpoint (f32) with the run's tokenizer: the one its
+// manifest records, else a tokenizer.json in the step folder or the two
+// folders above it. `tokenizer_path`, when given, is used instead.
+SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path = "");
+// A Hugging Face folder: config.json, safetensors and its tokenizer (or `tokenizer_path`).
+SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenizer_path = "");
+
+}  // namespace kiln::train

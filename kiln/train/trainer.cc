@@ -1,0 +1,479 @@
+#include "kiln/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <optional>
+
+#include "kiln/autograd/grad.h"
+#include "kiln/base/error.h"
+#include "kiln/data/bpe_trainer.h"
+#include "kiln/data/dataset.h"
+#include "kiln/data/default_corpus.h"
+#include "kiln/data/loader.h"
+#include "kiln/data/tokenizer.h"
+#include "kiln/io/atomic_file.h"
+#include "kiln/models/hf_dir.h"
+#include "kiln/models/transformer.h"
+#include "kiln/optim/accumulate.h"
+#include "kiln/optim/adamw.h"
+#include "kiln/optim/clip.h"
+#include "kiln/optim/mixed_precision.h"
+#include "kiln/optim/schedule.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/compile.h"
+#include "kiln/runtime/context.h"
+#include "kiln/runtime/threads.h"
+#include "kiln/train/checkpoint.h"
+#include "kiln/train/metrics.h"
+#include "kiln/train/peak.h"
+#include "kiln/train/signals.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Settings the config accepts (the recipes for clusters use them) that this
+// trainer cannot honour yet: refused up front rather than ignored.
+void check_supported(const TrainConfig& c) {
+  const ParallelismSection& p = c.parallelism;
+  for (auto [key, degree] :
+       {std::pair{"data_parallel_replicate_degree", p.data_parallel_replicate_degree},
+        {"data_parallel_shard_degree", p.data_parallel_shard_degree},
+        {"tensor_parallel_degree", p.tensor_parallel_degree},
+        {"context_parallel_degree", p.context_parallel_degree},
+        {"pipeline_parallel_degree", p.pipeline_parallel_degree},
+        {"expert_parallel_degree", p.expert_parallel_degree}})
+    KILN_CHECK(degree <= 1, "parallelism.", key, " = ", degree,
+               ": this trainer runs on one device for now; set it to 1 (or -1)");
+  KILN_CHECK(c.activation_checkpoint.mode == "none", "activation_checkpoint.mode = '",
+             c.activation_checkpoint.mode,
+             "' is not implemented yet: use --activation_checkpoint.mode=none");
+  KILN_CHECK(
+      !c.profiler.enable_profiling,
+      "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
+}
+
+std::optional<int32_t> first_token(const Tokenizer& tok, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (auto id = tok.token_to_id(n)) return id;
+  return std::nullopt;
+}
+
+// What the data section reads: the given path, or the default corpus.
+struct DataSource {
+  std::vector<std::string> paths;
+  data::TextSourceOptions source;
+  std::string description;
+};
+
+DataSource data_source(const TrainConfig& c) {
+  if (c.data.path.empty()) {
+    data::DefaultCorpus d = data::default_corpus();
+    return {d.paths, d.source, d.description};
+  }
+  DataSource s{{c.data.path}, {}, c.data.path};
+  s.source.format = data::parse_source_format(c.data.format);
+  s.source.text_key = c.data.text_key;
+  s.source.text_split = data::parse_text_split(c.data.text_split);
+  s.source.delimiter = c.data.delimiter;
+  return s;
+}
+
+struct RunTokenizer {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string path;  // the tokenizer.json (or folder) it was loaded from
+};
+
+// model.tokenizer_path; else the dump folder's tokenizer.json from an
+// earlier run; else a byte-level BPE learned from the training text.
+RunTokenizer load_or_learn_tokenizer(const TrainConfig& c, const ModelConfig& mc,
+                                     const DataSource& src, std::ostream& out) {
+  if (!c.model.tokenizer_path.empty()) {
+    std::string path = fs::absolute(c.model.tokenizer_path).lexically_normal().string();
+    return {std::make_unique<Tokenizer>(Tokenizer::load(path)), path};
+  }
+  std::string path = fs::absolute(dump_tokenizer_path(c)).lexically_normal().string();
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec))
+    return {std::make_unique<Tokenizer>(Tokenizer::load(path)), path};
+  KILN_CHECK(src.source.format != data::SourceFormat::shards,
+             "data.format = shards needs the tokenizer the shards were made with: set "
+             "--model.tokenizer_path");
+  std::vector<std::string> files = data::list_source_files(src.paths);  // missing paths fail here
+  out << "learning a " << mc.vocab_size << "-token BPE tokenizer from " << src.description << " ..."
+      << std::endl;
+  auto t0 = Clock::now();
+  BpeTrainerOptions options;
+  options.vocab_size = mc.vocab_size;
+  options.special_tokens = {"<|begin_of_text|>", "<|end_of_text|>"};
+  BpeTrainer trainer(options);
+  data::for_each_document(files, src.source,
+                          [&](std::string_view text) { trainer.add_text(text); });
+  BpeTrainer::Result r = trainer.train();
+  fs::create_directories(fs::path(path).parent_path());
+  write_file_atomic(path, r.json);
+  out << "  " << r.vocab_size << " tokens (" << r.merges << " merges) in " << std::fixed
+      << std::setprecision(1) << seconds_since(t0) << " s -> " << path << std::endl;
+  out.unsetf(std::ios::floatfield);
+  return {std::make_unique<Tokenizer>(Tokenizer::from_json_text(r.json, path)), path};
+}
+
+class Run {
+ public:
+  Run(const TrainConfig& c, std::ostream& out) : c_(c), out_(out) {}
+  TrainResult go();
+
+ private:
+  void setup_data();
+  void setup_model();
+  bool resume();
+  std::vector<Tensor> batch_args(const data::Batch& b) const;
+  double train_step(double lr, double& grad_norm);
+  double validate();
+  std::string save(int64_t step);
+  void export_hf_model();
+
+  const TrainConfig& c_;
+  std::ostream& out_;
+  ModelConfig mc_;
+  optim::MixedPrecisionPolicy policy_;
+  DataSource src_;
+  RunTokenizer tok_;
+  std::unique_ptr<data::DataLoader> loader_, val_loader_;
+  std::unique_ptr<CausalLM> model_;
+  std::vector<std::string> names_;
+  std::vector<Tensor> masters_;
+  std::unique_ptr<optim::AdamW> adamw_;
+  optim::AdamWState state_;
+  std::unique_ptr<optim::LRSchedule> schedule_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  TensorFn grad_step_;
+  std::optional<CompiledFunction> compiled_;
+  int64_t accum_ = 1;
+  int64_t start_step_ = 0;
+};
+
+void Run::setup_data() {
+  src_ = data_source(c_);
+  tok_ = load_or_learn_tokenizer(c_, mc_, src_, out_);
+  const Tokenizer& tok = *tok_.tokenizer;
+  KILN_CHECK(tok.vocab_size() <= mc_.vocab_size, "the tokenizer ", tok_.path, " has ",
+             tok.vocab_size(), " ids but model.vocab_size is ", mc_.vocab_size,
+             ": set --model.vocab_size=", tok.vocab_size(), " or larger");
+  auto t0 = Clock::now();
+  data::DatasetSpec spec;
+  spec.paths = src_.paths;
+  spec.source = src_.source;
+  spec.val_fraction = c_.data.val_fraction;
+  spec.threads = int(c_.runtime.num_threads);
+  data::Dataset ds = data::load_dataset(spec, &tok);
+  KILN_CHECK(ds.train.max_token() < mc_.vocab_size, "the training data holds token id ",
+             ds.train.max_token(), ", outside model.vocab_size = ", mc_.vocab_size);
+  out_ << "data: " << src_.description << ": " << ds.train.num_documents() << " documents, "
+       << ds.train.num_tokens() << " tokens for training, " << ds.val.num_tokens() << " held out ("
+       << std::fixed << std::setprecision(1) << seconds_since(t0) << " s)" << std::endl;
+  out_.unsetf(std::ios::floatfield);
+
+  data::LoaderOptions lo;
+  lo.packing.seq_len = c_.training.seq_len;
+  if (c_.data.add_bos) lo.packing.bos_id = first_token(tok, {"<|begin_of_text|>", "<s>"});
+  if (c_.data.add_eos)
+    lo.packing.eos_id = first_token(tok, {"<|end_of_text|>", "<|endoftext|>", "</s>"});
+  lo.local_batch_size = c_.training.local_batch_size;
+  lo.grad_accum_steps = accum_;
+  lo.shuffle = c_.data.shuffle;
+  lo.seed = uint64_t(c_.training.seed);
+  loader_ = std::make_unique<data::DataLoader>(
+      std::make_shared<const data::TokenCorpus>(std::move(ds.train)), lo);
+  if (c_.validation.enable) {
+    lo.grad_accum_steps = 1;
+    lo.shuffle = false;
+    try {
+      val_loader_ = std::make_unique<data::DataLoader>(
+          std::make_shared<const data::TokenCorpus>(std::move(ds.val)), lo);
+    } catch (const Error& e) {
+      fail("validation: the held-out split (data.val_fraction = ", c_.data.val_fraction,
+           ") cannot be used: ", e.what(),
+           "; raise --data.val_fraction or set --validation.enable=false");
+    }
+  }
+}
+
+void Run::setup_model() {
+  const bool fresh_init = c_.checkpoint.initial_load_path.empty();
+  std::unique_ptr<CausalLM> f32_model = build_model(mc_, DType::f32, uint64_t(c_.training.seed));
+  if (!fresh_init) load_hf_weights(*f32_model, c_.checkpoint.initial_load_path);
+  for (auto& [name, p] : f32_model->named_parameters()) {
+    names_.push_back(name);
+    masters_.push_back(*p);
+  }
+  // The model the steps run; its parameters are replaced by the (cast)
+  // masters in every step, so a bf16 copy starts as zeros.
+  model_ = policy_.param_dtype == DType::f32 ? std::move(f32_model)
+                                             : std::make_unique<CausalLM>(mc_, policy_.param_dtype);
+
+  optim::AdamWOptions ao;
+  ao.beta1 = c_.optimizer.beta1;
+  ao.beta2 = c_.optimizer.beta2;
+  ao.eps = c_.optimizer.eps;
+  ao.weight_decay = c_.optimizer.weight_decay;
+  adamw_ = std::make_unique<optim::AdamW>(
+      ao, optim::default_param_groups(names_, masters_, ao.weight_decay,
+                                      c_.optimizer.decay_norms_and_embeddings));
+  state_ = adamw_->init(masters_);
+
+  optim::ScheduleOptions so;
+  so.lr = c_.optimizer.lr;
+  so.warmup_steps = c_.lr_scheduler.warmup_steps;
+  so.decay_ratio = c_.lr_scheduler.decay_ratio;
+  so.decay_type = optim::parse_decay_type(c_.lr_scheduler.decay_type);
+  so.min_lr_factor = c_.lr_scheduler.min_lr_factor;
+  schedule_ = std::make_unique<optim::LRSchedule>(so, c_.training.steps);
+
+  // One microbatch: (parameters..., ids, targets[, doc_ids, positions]) ->
+  // (loss, d loss / d parameters...). Everything that changes between calls
+  // is an argument, so the compiled version never bakes in a stale value.
+  const size_t np = masters_.size();
+  const bool doc_mask = c_.data.document_mask;
+  grad_step_ = [this, np, doc_mask](const std::vector<Tensor>& args) {
+    auto vg = value_and_grad([this, np, doc_mask](const std::vector<Tensor>& a) {
+      nn::ParameterScope scope(
+          *model_, policy_.compute_params(std::vector<Tensor>(a.begin(), a.begin() + np)));
+      ForwardOptions fo;
+      if (doc_mask) fo.doc_ids = a[np + 2], fo.positions = a[np + 3];
+      return std::vector<Tensor>{model_->forward(a[np], a[np + 1], fo).loss};
+    });
+    ValueAndGrad r = vg(args);
+    std::vector<Tensor> out{r.values[0]};
+    out.insert(out.end(), r.grads.begin(), r.grads.begin() + long(np));
+    return out;
+  };
+  if (c_.compile.enable) {
+    CompileOptions co;
+    co.name = "train step (forward + backward)";
+    compiled_.emplace(grad_step_, co);
+  }
+}
+
+bool Run::resume() {
+  const bool explicit_step = c_.checkpoint.load_step >= 0;
+  if (!c_.checkpoint.enable && !explicit_step) return false;
+  std::optional<int64_t> step;
+  if (explicit_step)
+    step = c_.checkpoint.load_step;
+  else if (!(step = checkpoints_->latest_step()))
+    return false;
+  LoadedCheckpoint ck = checkpoints_->load(step);
+  for (size_t i = 0; i < names_.size(); ++i) {
+    auto it = ck.model.find(names_[i]);
+    KILN_CHECK(it != ck.model.end(), "checkpoint ", ck.path, " has no parameter '", names_[i],
+               "': it was written for another model; use another --job.dump_folder");
+    KILN_CHECK(it->second.shape() == masters_[i].shape(), "checkpoint ", ck.path, ": parameter '",
+               names_[i], "' is ", it->second.shape(), " but the model's is ", masters_[i].shape(),
+               ": it was written for another model; use another --job.dump_folder");
+    masters_[i] =
+        it->second.dtype() == masters_[i].dtype() ? it->second : it->second.to(masters_[i].dtype());
+  }
+  state_ = optim::adamw_state_from_tensors(
+      ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), names_, masters_);
+  loader_->load_json(ck.loader);
+  if (ck.scheduler != schedule_->to_json())
+    out_ << "note: the learning-rate schedule differs from the checkpoint's; continuing with "
+            "this run's"
+         << std::endl;
+  start_step_ = ck.step;
+  out_ << "resumed from " << ck.path << " (step " << ck.step << ")" << std::endl;
+  return true;
+}
+
+std::vector<Tensor> Run::batch_args(const data::Batch& b) const {
+  std::vector<Tensor> args = masters_;
+  args.push_back(b.ids);
+  args.push_back(b.targets);
+  if (c_.data.document_mask) args.push_back(b.doc_ids), args.push_back(b.positions);
+  return args;
+}
+
+// One optimizer step over accum_ microbatches; returns the mean loss.
+double Run::train_step(double lr, double& grad_norm) {
+  std::vector<Tensor> grads;
+  std::optional<optim::GradAccumulator> acc;
+  if (accum_ > 1) acc.emplace(accum_);
+  double loss_sum = 0;
+  for (int64_t a = 0; a < accum_; ++a) {
+    std::vector<Tensor> out = compiled_ ? (*compiled_)(batch_args(loader_->next()))
+                                        : grad_step_(batch_args(loader_->next()));
+    loss_sum += out[0].item<float>();
+    grads.assign(out.begin() + 1, out.end());
+    if (acc) acc->add(grads);
+  }
+  if (acc) grads = acc->take();
+  optim::ClipResult clip = optim::clip_grad_norm(grads, c_.training.max_norm);
+  grads.clear();
+  optim::AdamWUpdate u = adamw_->update(masters_, clip.grads, state_, lr);
+  masters_ = std::move(u.params);
+  state_ = std::move(u.state);
+  // Reading the norm waits for the update (and, deferred, runs it).
+  grad_norm = clip.norm.item<float>();
+  return loss_sum / double(accum_);
+}
+
+double Run::validate() {
+  nn::ParameterScope scope(*model_, policy_.compute_params(masters_));
+  val_loader_->reset();
+  int64_t batches = c_.validation.steps;
+  if (batches == -1)
+    batches = std::max<int64_t>(1, val_loader_->windows_per_epoch() / c_.training.local_batch_size);
+  double sum = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    data::Batch b = val_loader_->next();
+    ForwardOptions fo;
+    if (c_.data.document_mask) fo.doc_ids = b.doc_ids, fo.positions = b.positions;
+    sum += model_->forward(b.ids, b.targets, fo).ce_loss.item<float>();
+  }
+  return sum / double(batches);
+}
+
+std::string Run::save(int64_t step) {
+  CheckpointData d;
+  d.step = step;
+  for (size_t i = 0; i < names_.size(); ++i) d.model.emplace_back(names_[i], masters_[i]);
+  d.optimizer = optim::adamw_state_tensors(state_, names_);
+  d.optimizer_state = optim::adamw_state_json(state_, adamw_->options());
+  d.scheduler = schedule_->to_json();
+  d.loader = loader_->to_json();
+  d.rng = rng_to_json(Generator(uint64_t(c_.training.seed)));
+  d.config = {{"recipe", to_toml(c_)}, {"tokenizer", tok_.path}};
+  return checkpoints_->save(d);
+}
+
+void Run::export_hf_model() {
+  DType dtype = c_.checkpoint.export_dtype == "bfloat16" ? DType::bf16 : DType::f32;
+  CausalLM m(mc_, dtype);
+  nn::StateDict sd;
+  for (size_t i = 0; i < names_.size(); ++i) sd[names_[i]] = masters_[i];
+  m.load_state_dict(sd);
+  std::string dir = (fs::path(c_.job.dump_folder) / "hf").string();
+  export_hf(m, tok_.path, dir);
+  out_ << "exported the model as a Hugging Face folder: " << dir << std::endl;
+}
+
+TrainResult Run::go() {
+  check_supported(c_);
+  if (c_.runtime.num_threads > 0) set_num_threads(int(c_.runtime.num_threads));
+  EagerModeGuard mode(parse_eager_mode(c_.runtime.eager_mode));
+  mc_ = resolve_model_config(c_);
+  policy_ = optim::MixedPrecisionPolicy::from_name(c_.training.mixed_precision_param);
+  accum_ = grad_accum_steps(c_);
+
+  fs::create_directories(c_.job.dump_folder);
+  write_file_atomic((fs::path(c_.job.dump_folder) / "config.toml").string(), to_toml(c_));
+  setup_data();
+  setup_model();
+  checkpoints_ = std::make_unique<CheckpointManager>(
+      (fs::path(c_.job.dump_folder) / c_.checkpoint.folder).string(),
+      int(c_.checkpoint.keep_latest_k));
+  resume();
+
+  const int64_t steps = c_.training.steps;
+  const int64_t tokens_per_step = c_.training.local_batch_size * accum_ * c_.training.seq_len;
+  const double flops_per_tok = flops_per_token(mc_, c_.training.seq_len);
+  std::optional<DevicePeak> peak = device_peak(kCPU, policy_.param_dtype);
+  out_ << "model: " << mc_.name << " (" << mc_.family << "), " << param_count(mc_)
+       << " parameters, " << names_.size() << " tensors; " << dtype_name(policy_.param_dtype)
+       << " compute, f32 master weights\n"
+       << "training: " << steps << " steps of " << tokens_per_step << " tokens ("
+       << c_.training.local_batch_size << " x " << accum_ << " microbatches x "
+       << c_.training.seq_len << "), " << num_threads() << " threads, eager mode "
+       << c_.runtime.eager_mode << (c_.compile.enable ? ", compiled step" : "") << "\n"
+       << "mfu: "
+       << (peak ? "against the " + peak->source
+                : "unknown (no device peak: run `kiln bench peak` on a CPU)")
+       << "\n"
+       << "outputs: " << c_.job.dump_folder << std::endl;
+
+  TrainResult result;
+  result.start_step = result.last_step = start_step_;
+  if (start_step_ >= steps) {
+    out_ << "already trained to step " << start_step_ << " (training.steps = " << steps
+         << "): nothing to do" << std::endl;
+    return result;
+  }
+
+  MetricsOptions mo;
+  mo.dump_folder = c_.job.dump_folder;
+  mo.total_steps = steps;
+  mo.log_freq = c_.metrics.log_freq;
+  mo.enable_tensorboard = c_.metrics.enable_tensorboard;
+  mo.tb_folder = c_.metrics.save_tb_folder;
+  mo.progress_bar = c_.metrics.progress_bar;
+  MetricsLogger metrics(mo, start_step_, out_);
+  StopSignals signals;
+
+  reset_peak_memory(kCPU);
+  double window_seconds = 0;
+  int64_t window_tokens = 0;
+  for (int64_t step = start_step_ + 1; step <= steps; ++step) {
+    auto t0 = Clock::now();
+    StepMetrics m;
+    m.step = step;
+    m.lr = schedule_->lr(step - 1);
+    m.loss = train_step(m.lr, m.grad_norm);
+    if (policy_.param_dtype == DType::f32) model_->set_parameters(masters_);  // drop the old copy
+    window_seconds += seconds_since(t0);
+    window_tokens += tokens_per_step;
+    result.last_step = step;
+    result.last_loss = m.loss;
+
+    bool validating = val_loader_ && (step % c_.validation.freq == 0 || step == steps);
+    if (validating) {
+      m.val_loss = validate();
+      m.val_ppl = std::exp(*m.val_loss);
+    }
+    if (validating || metrics.should_log(step)) {
+      m.tps = double(window_tokens) / window_seconds;
+      m.tflops = flops_per_tok * m.tps / 1e12;
+      if (peak) m.mfu = flops_per_tok * m.tps / peak->flops;
+      m.mem_peak_bytes = memory_stats(kCPU).peak_allocated;
+      reset_peak_memory(kCPU);
+      window_seconds = 0, window_tokens = 0;
+      metrics.log(m);
+    }
+    int sig = signals.received();
+    if (c_.checkpoint.enable && (checkpoint_due(step, steps, c_.checkpoint.interval) || sig)) {
+      result.last_checkpoint = save(step);
+      metrics.note("saved checkpoint " + result.last_checkpoint);
+    }
+    metrics.progress(step);
+    if (sig) {
+      result.stopped_by_signal = sig;
+      metrics.note(cat("stopped by signal ", sig, " after step ", step,
+                       c_.checkpoint.enable ? "; the checkpoint above resumes it"
+                                            : " (checkpointing is disabled: nothing saved)"));
+      return result;
+    }
+  }
+  if (c_.checkpoint.last_save_in_hf) export_hf_model();
+  return result;
+}
+
+}  // namespace
+
+std::string dump_tokenizer_path(const TrainConfig& config) {
+  return (fs::path(config.job.dump_folder) / "tokenizer.json").string();
+}
+
+TrainResult run_training(const TrainConfig& config, std::ostream& out) {
+  return Run(config, out).go();
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,42 @@
+// The training loop behind `kiln train`. From a TrainConfig it sets up
+//   the tokenizer  model.tokenizer_path, else one learned from the data and
+//                  kept as <dump_folder>/tokenizer.json (reused on resume),
+//   the data       kiln/data load_dataset + DataLoader (packing, split),
+//   the model      build_model from the resolved ModelConfig; under a
+//                  bfloat16 policy the model runs on a bf16 copy of f32
+//                  master weights (kiln/optim/mixed_precision.h),
+//   the optimizer  AdamW with parameter groups, the LR schedule,
+// then resumes from the latest complete checkpoint in the dump folder (or
+// checkpoint.load_step) when checkpointing is enabled, and runs each step:
+//   value_and_grad over the parameters per microbatch (compiled into one
+//   program with compile.enable) -> mean over microbatches -> clip by global
+//   norm -> AdamW at the schedule's lr,
+// with validation, metrics and checkpoints at their intervals. SIGINT or
+// SIGTERM finishes the current step, saves a checkpoint (when enabled) and
+// stops the run.
+#pragma once
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "kiln/train/config.h"
+
+namespace kiln::train {
+
+struct TrainResult {
+  int64_t start_step = 0;  // the step the run resumed from (0: a fresh run)
+  int64_t last_step = 0;   // the last step completed
+  std::optional<double> last_loss;
+  int stopped_by_signal = 0;    // SIGINT / SIGTERM when a signal stopped the run
+  std::string last_checkpoint;  // the last checkpoint written by this run (empty: none)
+};
+
+// Runs the training job `config` describes (finalize()d), printing progress
+// to `out`. Errors (missing data, a bad checkpoint, an unsupported setting)
+// are kiln::Error.
+TrainResult run_training(const TrainConfig& config, std::ostream& out);
+
+// The dump folder's tokenizer.json, where a run keeps the tokenizer it learned.
+std::string dump_tokenizer_path(const TrainConfig& config);
+
+}  // namespace kiln::train

@@ -1,0 +1,277 @@
+// The training config: TOML recipes, --section.key flags, overrides, the
+// errors (nearest key, accepted values) and --print-config's round trip.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/base/error.h"
+#include "kiln/train/config.h"
+#include "kiln/train/recipes.h"
+
+namespace kiln::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The message of the kiln::Error `f` throws (fails the test when none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a kiln::Error";
+  return "";
+}
+
+#define EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << text
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(TrainConfig, TorchTitanNamesExist) {
+  std::vector<std::string> keys = config_keys();
+  for (const char* k :
+       {"job.dump_folder", "training.steps", "training.seed", "training.local_batch_size",
+        "training.seq_len", "checkpoint.enable", "checkpoint.interval", "checkpoint.folder",
+        "checkpoint.load_step", "metrics.log_freq", "model.name", "optimizer.lr",
+        "lr_scheduler.warmup_steps", "compile.enable", "runtime.eager_mode",
+        "parallelism.data_parallel_shard_degree", "activation_checkpoint.mode",
+        "profiler.enable_profiling"})
+    EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
+}
+
+TEST(TrainConfig, TomlFillsEveryType) {
+  TrainConfig c;
+  apply_toml(c, R"(
+[job]
+dump_folder = "/tmp/run"
+[training]
+steps = 42
+max_norm = 2          # an integer is accepted for a number
+[optimizer]
+lr = 1.5e-3
+[checkpoint]
+enable = true
+[lr_scheduler]
+decay_ratio = 0.25
+[model]
+n_layers = 3
+qk_norm = true
+)",
+             "test.toml");
+  EXPECT_EQ(c.job.dump_folder, "/tmp/run");
+  EXPECT_EQ(c.training.steps, 42);
+  EXPECT_EQ(c.training.max_norm, 2.0);
+  EXPECT_EQ(c.optimizer.lr, 1.5e-3);
+  EXPECT_TRUE(c.checkpoint.enable);
+  EXPECT_EQ(c.lr_scheduler.decay_ratio, 0.25);
+  EXPECT_EQ(c.model.n_layers, 3);
+  EXPECT_EQ(c.model.qk_norm, true);
+  EXPECT_FALSE(c.model.dim.has_value());
+}
+
+TEST(TrainConfig, TomlUnknownKeyNamesNearestAndLine) {
+  TrainConfig c;
+  std::string e = error_of([&] { apply_toml(c, "[training]\nsteps = 1\nstep = 5\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "r.toml:3");
+  EXPECT_CONTAINS(e, "'training.step'");
+  EXPECT_CONTAINS(e, "did you mean 'training.steps'");
+  e = error_of([&] { apply_toml(c, "[traning]\nsteps = 5\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "did you mean 'training.steps'");
+  EXPECT_CONTAINS(e, "sections: job, model, training");
+  e = error_of([&] { apply_toml(c, "steps = 5\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "did you mean 'training.steps'");
+}
+
+TEST(TrainConfig, TomlBadTypeAndSyntax) {
+  TrainConfig c;
+  std::string e = error_of([&] { apply_toml(c, "[training]\nsteps = \"ten\"\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "training.steps");
+  EXPECT_CONTAINS(e, "expected an integer");
+  e = error_of([&] { apply_toml(c, "[training]\nsteps = 1.5\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "expected an integer");
+  e = error_of([&] { apply_toml(c, "[runtime]\neager_mode = \"lazy\"\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "runtime.eager_mode");
+  EXPECT_CONTAINS(e, "strict, debug, defer_and_fuse");
+  e = error_of([&] { apply_toml(c, "[training\nsteps = 1\n", "broken.toml"); });
+  EXPECT_CONTAINS(e, "broken.toml:1");
+  EXPECT_CONTAINS(e, "not valid TOML");
+}
+
+TEST(TrainConfig, CommandLineForms) {
+  TrainCommandLine cl = parse_train_command_line(
+      {"--config", "r.toml", "--training.steps=5", "--training.seed", "7", "--compile.enable",
+       "--checkpoint.enable", "false", "--override", "attention=flash", "--print-config",
+       "--metrics.enable_tensorboard"});
+  EXPECT_EQ(cl.config, "r.toml");
+  EXPECT_TRUE(cl.print_config);
+  std::vector<std::pair<std::string, std::string>> want = {
+      {"training.steps", "5"},           {"training.seed", "7"},
+      {"compile.enable", "true"},        {"checkpoint.enable", "false"},
+      {"--override", "attention=flash"}, {"metrics.enable_tensorboard", "true"}};
+  EXPECT_EQ(cl.settings, want);
+}
+
+TEST(TrainConfig, CommandLineErrorsNameTheKey) {
+  std::string e = error_of([] { parse_train_command_line({"--traning.steps", "5"}); });
+  EXPECT_CONTAINS(e, "traning.steps");
+  EXPECT_CONTAINS(e, "did you mean 'training.steps'");
+  e = error_of([] { parse_train_command_line({"--training.steps"}); });
+  EXPECT_CONTAINS(e, "--training.steps needs a value");
+  e = error_of([] { parse_train_command_line({"stray"}); });
+  EXPECT_CONTAINS(e, "unexpected argument 'stray'");
+}
+
+TEST(TrainConfig, SettingBadValues) {
+  TrainConfig c;
+  std::string e = error_of([&] { apply_setting(c, "training.steps", "abc"); });
+  EXPECT_CONTAINS(e, "bad value 'abc' for training.steps: expected an integer");
+  e = error_of([&] { apply_setting(c, "runtime.eager_mode", "defer"); });
+  EXPECT_CONTAINS(e, "did you mean 'defer_and_fuse'");
+  EXPECT_CONTAINS(e, "expected one of strict, debug, defer_and_fuse");
+  e = error_of([&] { apply_setting(c, "compile.enable", "maybe"); });
+  EXPECT_CONTAINS(e, "expected true or false");
+  e = error_of([&] { apply_setting(c, "optimizer.lr", "1e-3x"); });
+  EXPECT_CONTAINS(e, "expected a number");
+  e = error_of([&] { apply_setting(c, "model.name", "llama3_debgu"); });
+  EXPECT_CONTAINS(e, "did you mean 'llama3_debug'");
+  apply_setting(c, "optimizer.lr", "2.5e-4");
+  EXPECT_EQ(c.optimizer.lr, 2.5e-4);
+}
+
+TEST(TrainConfig, OverrideSwapsComponents) {
+  TrainConfig c;
+  apply_override(c, "attention=flash");
+  apply_override(c, "model.loss=fused_ce");
+  apply_override(c, "moe=grouped");
+  EXPECT_EQ(c.model.attention_impl, "flash");
+  EXPECT_EQ(c.model.loss_impl, "fused_ce");
+  EXPECT_EQ(c.model.moe_impl, "grouped");
+  finalize(c);
+  ModelConfig m = resolve_model_config(c);
+  EXPECT_EQ(m.attention_impl, "flash");
+  EXPECT_EQ(m.loss_impl, "fused_ce");
+  EXPECT_EQ(m.moe_impl, "grouped");
+  std::string e = error_of([&] { apply_override(c, "attn=flash"); });
+  EXPECT_CONTAINS(e, "did you mean 'attention'");
+  EXPECT_CONTAINS(e, "components: attention, loss, moe");
+  e = error_of([&] { apply_override(c, "attention=splash"); });
+  EXPECT_CONTAINS(e, "model.attention_impl");
+  EXPECT_CONTAINS(e, "composite, flash");
+  e = error_of([&] { apply_override(c, "attention"); });
+  EXPECT_CONTAINS(e, "component=impl");
+}
+
+TEST(TrainConfig, FinalizeFillsTheModelAndChecksValues) {
+  TrainConfig c;
+  c.model.name = "qwen3_debug";
+  c.model.n_layers = 3;
+  c.training.seq_len = 64;
+  finalize(c);
+  const ModelConfig& r = model_config("qwen3_debug");
+  EXPECT_EQ(c.model.dim, r.dim);
+  EXPECT_EQ(c.model.head_dim, r.head_dim);
+  EXPECT_EQ(c.model.qk_norm, true);
+  EXPECT_EQ(c.model.n_layers, 3);
+  ModelConfig m = resolve_model_config(c);
+  EXPECT_EQ(m.n_layers, 3);
+  EXPECT_EQ(m.seq_len, 64);
+  EXPECT_EQ(m.family, "qwen3");
+
+  TrainConfig bad;
+  bad.training.steps = 0;
+  EXPECT_CONTAINS(error_of([&] { finalize(bad); }), "training.steps");
+  bad = TrainConfig();
+  bad.training.global_batch_size = 12;  // local is 8
+  EXPECT_CONTAINS(error_of([&] { finalize(bad); }), "training.global_batch_size");
+  bad = TrainConfig();
+  bad.model.n_kv_heads = 3;  // 4 heads are not a multiple of 3
+  EXPECT_CONTAINS(error_of([&] { finalize(bad); }), "[model]");
+  TrainConfig accum;
+  accum.training.global_batch_size = 32;
+  finalize(accum);
+  EXPECT_EQ(grad_accum_steps(accum), 4);
+}
+
+TEST(TrainConfig, PrintConfigRoundTrips) {
+  TrainConfig c;
+  apply_setting(c, "job.description", "quotes \" and \\ and\ttabs");
+  apply_setting(c, "optimizer.lr", "0.0003");
+  apply_setting(c, "optimizer.eps", "1e-12");
+  apply_setting(c, "model.rope_theta", "500000");
+  apply_setting(c, "lr_scheduler.decay_ratio", "0.1");
+  finalize(c);
+  std::string text = to_toml(c);
+  EXPECT_CONTAINS(text, "[training]\nsteps = 10000\n");
+  EXPECT_CONTAINS(text, "lr = 0.0003\n");
+  EXPECT_CONTAINS(text, "rope_theta = 500000.0\n");
+  TrainConfig back;
+  apply_toml(back, text, "printed");
+  finalize(back);
+  EXPECT_EQ(to_toml(back), text);
+  EXPECT_EQ(back.job.description, c.job.description);
+  EXPECT_EQ(back.optimizer.eps, 1e-12);
+  EXPECT_EQ(back.lr_scheduler.decay_ratio, 0.1);
+}
+
+// Every shipped recipe parses, finalizes and prints a config that reads back the same.
+TEST(TrainConfig, ShippedRecipesParseAndRoundTrip) {
+  fs::path dir = fs::path(KILN_SOURCE_DIR) / "recipes";
+  int n = 0;
+  for (const char* name : {"default", "llama3_debug", "qwen3_debug", "qwen3_moe_debug", "llama3_8b",
+                           "llama3_70b", "qwen3_8b", "qwen3_30b_a3b"}) {
+    SCOPED_TRACE(name);
+    Recipe r = find_recipe((dir / (std::string(name) + ".toml")).string());
+    TrainCommandLine cl;
+    cl.config = r.origin;
+    TrainConfig c = load_train_config(cl);
+    EXPECT_NE(c.model.name, "");
+    TrainConfig back;
+    apply_toml(back, to_toml(c), "printed");
+    finalize(back);
+    EXPECT_EQ(to_toml(back), to_toml(c));
+    ++n;
+  }
+  EXPECT_EQ(n, 8);
+}
+
+TEST(TrainConfig, LoadAppliesSettingsInOrder) {
+  TrainCommandLine cl = parse_train_command_line(
+      {"--config", (fs::path(KILN_SOURCE_DIR) / "recipes" / "llama3_debug.toml").string(),
+       "--training.steps=3", "--training.steps=4", "--model.attention_impl=flash", "--override",
+       "attention=composite"});
+  TrainConfig c = load_train_config(cl);
+  EXPECT_EQ(c.training.steps, 4);
+  EXPECT_EQ(c.model.attention_impl, "composite");
+  EXPECT_EQ(c.model.name, "llama3_debug");
+}
+
+TEST(Recipes, FoundByNameWithSuggestions) {
+  Recipe r = find_recipe("qwen3_debug");
+  EXPECT_CONTAINS(r.origin, "qwen3_debug.toml");
+  EXPECT_CONTAINS(r.text, "qwen3_debug");
+  std::string e = error_of([] { find_recipe("llama3_debgu"); });
+  EXPECT_CONTAINS(e, "did you mean 'llama3_debug'");
+  EXPECT_CONTAINS(e, "qwen3_moe_debug");
+  e = error_of([] { find_recipe("/no/such/recipe.toml"); });
+  EXPECT_CONTAINS(e, "/no/such/recipe.toml");
+}
+
+TEST(Recipes, DefaultIsEmbedded) {
+  std::string file = read(fs::path(KILN_SOURCE_DIR) / "recipes" / "default.toml");
+  EXPECT_EQ(std::string(embedded_default_recipe()), file);
+  EXPECT_EQ(default_recipe().text, file);
+}
+
+}  // namespace
+}  // namespace kiln::train
