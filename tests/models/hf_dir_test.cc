@@ -97,7 +97,8 @@ TEST(HfDir, ShardsMoEExpertsInTheHubLayout) {
   for (const auto& [name, file] : map.items()) {
     files.insert(file.get<std::string>());
     EXPECT_EQ(name.find("gate_up_proj"), std::string::npos) << "stacked name on disk: " << name;
-    const SafetensorsEntry& e = SafetensorsFile(tmp / ("m/" + file.get<std::string>())).entry(name);
+    SafetensorsFile shard(tmp / ("m/" + file.get<std::string>()));
+    const SafetensorsEntry& e = shard.entry(name);
     total += e.nbytes();
     EXPECT_LE(e.nbytes(), 2048u * 64 * 4) << name;
   }
