@@ -15,6 +15,7 @@
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_config.h"
 #include "tests/support/model_configs.h"
+#include "tests/support/temp_dir.h"
 
 namespace kiln {
 namespace {
@@ -22,19 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_hf_dir_XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 template <class F>
 void expect_error(F&& f, std::initializer_list<std::string> parts) {
