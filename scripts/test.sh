@@ -18,10 +18,8 @@ if [ "${1:-}" != "--quick" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ASAN=ON -DKILN_BENCH=OFF >/dev/null
   cmake --build build-asan
   # The model-sized suites (minutes each under ASan) run in the release pass
-  # only. Fused kernels run interpreted here: the background code-generation
-  # threads still race under ASan (a use-after-free in a compile thread,
-  # reported in the issue notes), which the release pass does not catch.
-  KILN_FUSED_CODEGEN=0 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
+  # only.
+  ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
     ctest --test-dir build-asan -L unit -E "^(transformer|fused_kernels|fused|moe|attention)_test$" \
     --output-on-failure -j "$jobs"
 fi

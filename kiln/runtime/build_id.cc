@@ -55,7 +55,8 @@ std::string find_build_id(const dl_phdr_info* info) {
 }  // namespace
 
 const std::string& kiln_build_id() {
-  static const std::string id = [] {
+  // Never destroyed: background kernel builds read it during exit.
+  static const std::string* id = new std::string([] {
     Search s{reinterpret_cast<uintptr_t>(&kiln_build_id), ""};
     dl_iterate_phdr(
         [](dl_phdr_info* info, size_t, void* data) {
@@ -66,8 +67,8 @@ const std::string& kiln_build_id() {
         },
         &s);
     return s.id;
-  }();
-  return id;
+  }());
+  return *id;
 }
 
 }  // namespace kiln

@@ -184,8 +184,8 @@ std::string Toolchain::identity() const {
 }
 
 const Toolchain& toolchain() {
-  static const Toolchain t = probe();
-  return t;
+  static const Toolchain* t = new Toolchain(probe());  // never destroyed: builds run during exit
+  return *t;
 }
 
 std::string build_shared_object(const std::string& source) {
