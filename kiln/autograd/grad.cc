@@ -4,7 +4,9 @@
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/recording.h"
+#include "kiln/runtime/region.h"
 #include "kiln/runtime/rules.h"
 
 namespace kiln {
@@ -35,6 +37,9 @@ class Backprop {
       if (!has_floating_input(node)) continue;
       std::vector<Tensor> ins = tensors(node.inputs);
       std::vector<Tensor> outs = tensors(node.outputs);
+      // The backward of a node belongs to its forward region's backward.
+      RegionGuard region(node.region >= 0 ? backward_region(rec_.graph.region_name(node.region))
+                                          : std::string());
       if (node.op->vjp) {
         VjpCall call{ins, outs, cots, node.attrs, {}};
         call.grads.resize(ins.size());
@@ -122,8 +127,9 @@ std::vector<Tensor> append_backward(Recording& rec, const Tensor& loss, const st
   return grads;
 }
 
-std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn fn) {
-  return [fn = std::move(fn)](const std::vector<Tensor>& args) {
+std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn fn,
+                                                                       GradOptions options) {
+  return [fn = std::move(fn), options = std::move(options)](const std::vector<Tensor>& args) {
     auto rec = Recording::create();
     std::vector<Tensor> placeholders;
     for (const Tensor& a : args) placeholders.push_back(rec->tensor(rec->capture(a), a.device()));
@@ -139,7 +145,12 @@ std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn 
     for (const Tensor& g : grads)
       if (g.defined()) outs.push_back(rec->value_of(g));
     rec->graph.set_outputs(outs);
-    std::vector<Tensor> results = run_graph(rec->graph, rec->captured, "value_and_grad");
+    // Inside an enclosing trace the regions are recorded, not compiled here.
+    bool per_region = options.compile_regions && !dynamic_cast<TraceContext*>(&current_context());
+    std::vector<Tensor> results =
+        per_region ? run_graph_compiling_regions(rec->graph, rec->captured, "value_and_grad",
+                                                 *options.compile_regions)
+                   : run_graph(rec->graph, rec->captured, "value_and_grad");
     ValueAndGrad r;
     r.values.assign(results.begin(), results.begin() + values.size());
     size_t next = values.size();

@@ -4,8 +4,10 @@
 // eager run it op by op, an enclosing trace (compile) records it.
 #pragma once
 #include <functional>
+#include <optional>
 #include <vector>
 
+#include "kiln/runtime/program_cache.h"
 #include "kiln/runtime/tensor.h"
 
 namespace kiln {
@@ -19,10 +21,18 @@ struct ValueAndGrad {
   std::vector<Tensor> grads;   // d loss / d args[i]; undefined for integer args
 };
 
+struct GradOptions {
+  // Per-block compile: each model region's forward and backward run as one
+  // compiled program (run_graph_compiling_regions), the rest op by op. Unset:
+  // every node runs through the caller's context.
+  std::optional<ProgramOptions> compile_regions;
+};
+
 // fn's first result must be a floating scalar (one element), the loss. The
 // remaining results are passed through as auxiliary values. Inside fn values
 // cannot be read (item(), printing): they do not exist until the graph runs.
-std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn fn);
+std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn fn,
+                                                                       GradOptions options = {});
 
 // Appends to `rec` the gradient of scalar value `loss` with respect to
 // `wrt`, using the vjp rules; must run with a TraceContext on `rec` current.

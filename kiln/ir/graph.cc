@@ -1,5 +1,7 @@
 #include "kiln/ir/graph.h"
 
+#include <algorithm>
+
 #include "kiln/base/error.h"
 
 namespace kiln::ir {
@@ -32,6 +34,13 @@ const Node& Graph::add_node_typed(const OpDef& op, std::vector<ValueId> inputs, 
   }
   nodes_.push_back(std::move(n));
   return nodes_.back();
+}
+
+void Graph::tag_last_node(std::string_view region) {
+  KILN_CHECK(!nodes_.empty(), "tag_last_node: the graph has no nodes");
+  auto it = std::find(regions_.begin(), regions_.end(), region);
+  if (it == regions_.end()) it = regions_.insert(regions_.end(), std::string(region));
+  nodes_.back().region = int32_t(it - regions_.begin());
 }
 
 void Graph::set_outputs(std::vector<ValueId> outputs) {

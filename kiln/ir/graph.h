@@ -4,6 +4,7 @@
 #pragma once
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/ir/op.h"
@@ -23,6 +24,11 @@ struct Node {
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
   Attrs attrs;
+  // The model region (e.g. one transformer block) the node was traced in:
+  // an index into the graph's region names, -1 for none. Regions say where a
+  // node came from; they never change what it computes (fingerprints and the
+  // text form leave them out).
+  int32_t region = -1;
 };
 
 class Graph {
@@ -34,6 +40,9 @@ class Graph {
   const Node& add_node_typed(const OpDef& op, std::vector<ValueId> inputs, Attrs attrs,
                              std::span<const TypeInfo> out_types);
   void set_outputs(std::vector<ValueId> outputs);
+  // Puts the most recently added node in region `name` (interned).
+  void tag_last_node(std::string_view region);
+  const std::string& region_name(int32_t region) const { return regions_.at(size_t(region)); }
 
   const std::vector<Value>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -46,6 +55,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
+  std::vector<std::string> regions_;
 };
 
 // Text form: one node a line, types shown; parse_graph reads it back.

@@ -4,6 +4,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused_kernels.h"
 #include "kiln/ops/matmul.h"
+#include "kiln/runtime/region.h"
 
 namespace kiln {
 namespace {
@@ -87,6 +88,7 @@ Tensor TransformerModel::forward(const Tensor& ids, const ForwardOptions& option
   RopeTables rope = rotary.tables(S, x.dtype(), options.positions);
   for (size_t l = 0; l < layers.size(); ++l) {
     nn::Routing r;
+    RegionGuard region(cat("layers.", l));  // per-block compile and remat work block by block
     x = layers[l].forward(x, rope, options.doc_ids, &r);
     if (routing && layers[l].is_moe()) routing->push_back(std::move(r));
   }

@@ -3,6 +3,7 @@
 #include "kiln/base/error.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/region.h"
 #include "kiln/runtime/rules.h"
 
 namespace kiln {
@@ -50,6 +51,7 @@ std::vector<Tensor> TraceContext::apply(const ir::OpDef& op, std::span<const Ten
   ids.reserve(inputs.size());
   for (const Tensor& t : inputs) ids.push_back(rec_->value_of(t));
   const ir::Node& n = rec_->graph.add_node_typed(op, std::move(ids), attrs, out_types);
+  if (!current_region().empty()) rec_->graph.tag_last_node(current_region());
   std::vector<Tensor> out;
   for (ir::ValueId v : n.outputs) out.push_back(rec_->tensor(v, device));
   return out;
@@ -66,35 +68,6 @@ void TraceContext::materialize(const Tensor& t) {
   fail("reading the value of a ", ir::to_string(t.type()),
        " tensor inside a traced function (value_and_grad, compile): values do not exist until "
        "the graph runs; return the tensor from the function and read it afterwards");
-}
-
-std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> inputs,
-                              const std::string& label) {
-  KILN_CHECK(inputs.size() == g.inputs().size(), label, ": graph takes ", g.inputs().size(),
-             " inputs, got ", inputs.size());
-  const auto& nodes = g.nodes();
-  // Last node reading each value, so intermediates are freed as soon as possible.
-  std::vector<int32_t> last_use(g.values().size(), -1);
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (ir::ValueId v : nodes[i].inputs) last_use[v] = static_cast<int32_t>(i);
-  for (ir::ValueId v : g.outputs()) last_use[v] = INT32_MAX;
-
-  std::vector<Tensor> env(g.values().size());
-  for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
-  std::vector<Tensor> args;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const ir::Node& n = nodes[i];
-    args.clear();
-    for (ir::ValueId v : n.inputs) args.push_back(env[v]);
-    OpPositionGuard where(cat("node ", i, " of ", label, ": ", ir::node_to_text(g, n)));
-    std::vector<Tensor> out = apply(*n.op, args, n.attrs);
-    for (size_t k = 0; k < out.size(); ++k) env[n.outputs[k]] = std::move(out[k]);
-    for (ir::ValueId v : n.inputs)
-      if (last_use[v] == static_cast<int32_t>(i)) env[v] = Tensor();
-  }
-  std::vector<Tensor> result;
-  for (ir::ValueId v : g.outputs()) result.push_back(env[v]);
-  return result;
 }
 
 }  // namespace kiln

@@ -1,0 +1,38 @@
+// Running a recorded graph: run_graph (declared in recording.h) runs it node
+// by node through the current context. Per-block compile,
+// run_graph_compiling_regions, runs it like run_graph, except that each
+// maximal run of consecutive nodes in one model region (a transformer block's
+// forward, or its backward) runs as one compiled program. The programs come
+// from the program cache keyed by the segment's fingerprint, and a segment's
+// parameters are its inputs, so every layer of a stack shares one compiled
+// forward and one compiled backward program. Nodes outside regions run
+// through the current context one by one, as run_graph runs them.
+#pragma once
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/program_cache.h"
+#include "kiln/runtime/tensor.h"
+
+namespace kiln {
+
+struct RegionSegment {
+  size_t begin = 0, end = 0;        // nodes [begin, end) of the graph
+  ir::Graph graph;                  // those nodes as a graph of their own
+  std::vector<ir::ValueId> inputs;  // graph values feeding graph.inputs(), in order
+  std::vector<ir::ValueId> outputs; // graph values produced as graph.outputs(), in order
+};
+
+// Nodes [begin, end) of `g` as a self-contained graph: inputs are the values
+// defined outside the range that it reads (in order of first use), outputs
+// the values it defines that later nodes or g's outputs read (in order of
+// definition). Regions are dropped: the segment is one program.
+RegionSegment extract_segment(const ir::Graph& g, size_t begin, size_t end);
+
+std::vector<Tensor> run_graph_compiling_regions(const ir::Graph& g, std::span<const Tensor> inputs,
+                                                const std::string& label,
+                                                const ProgramOptions& options);
+
+}  // namespace kiln
