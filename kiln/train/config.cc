@@ -111,6 +111,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"metrics", "progress_bar", &c.metrics.progress_bar},
 
       {"compile", "enable", &c.compile.enable},
+      {"compile", "graph_trainer", &c.compile.graph_trainer},
 
       {"parallelism", "data_parallel_replicate_degree",
        &c.parallelism.data_parallel_replicate_degree},

@@ -123,8 +123,15 @@ struct MetricsSection {
   bool progress_bar = true;           // only drawn when stderr is a terminal
 };
 
+// The execution ladder above the eager modes (runtime.eager_mode):
+//   enable         per-block compile: each transformer block's forward and
+//                  backward run as compiled programs, one per block shape,
+//                  shared by every layer through the program cache;
+//   graph_trainer  the whole step (forward, loss, backward, clipping, AdamW)
+//                  as one program, parameters and optimizer state donated.
 struct CompileSection {
-  bool enable = false;  // forward + backward traced and compiled into one program
+  bool enable = false;
+  bool graph_trainer = false;
 };
 
 // Mesh degrees as in TorchTitan (-1: whatever the others leave). The

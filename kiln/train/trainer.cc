@@ -6,7 +6,6 @@
 #include <iomanip>
 #include <optional>
 
-#include "kiln/autograd/grad.h"
 #include "kiln/base/error.h"
 #include "kiln/data/bpe_trainer.h"
 #include "kiln/data/dataset.h"
@@ -16,19 +15,17 @@
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_dir.h"
 #include "kiln/models/transformer.h"
-#include "kiln/optim/accumulate.h"
 #include "kiln/optim/adamw.h"
-#include "kiln/optim/clip.h"
 #include "kiln/optim/mixed_precision.h"
 #include "kiln/optim/schedule.h"
 #include "kiln/runtime/backend.h"
-#include "kiln/runtime/compile.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/threads.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/metrics.h"
 #include "kiln/train/peak.h"
 #include "kiln/train/signals.h"
+#include "kiln/train/step.h"
 
 namespace fs = std::filesystem;
 
@@ -136,8 +133,7 @@ class Run {
   void setup_data();
   void setup_model();
   bool resume();
-  std::vector<Tensor> batch_args(const data::Batch& b) const;
-  double train_step(double lr, double& grad_norm);
+  StepResult train_step(double lr);
   double validate();
   std::string save(int64_t step);
   void export_hf_model();
@@ -156,8 +152,7 @@ class Run {
   optim::AdamWState state_;
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<CheckpointManager> checkpoints_;
-  TensorFn grad_step_;
-  std::optional<CompiledFunction> compiled_;
+  std::unique_ptr<TrainStep> step_;
   int64_t accum_ = 1;
   int64_t start_step_ = 0;
 };
@@ -239,29 +234,14 @@ void Run::setup_model() {
   so.min_lr_factor = c_.lr_scheduler.min_lr_factor;
   schedule_ = std::make_unique<optim::LRSchedule>(so, c_.training.steps);
 
-  // One microbatch: (parameters..., ids, targets[, doc_ids, positions]) ->
-  // (loss, d loss / d parameters...). Everything that changes between calls
-  // is an argument, so the compiled version never bakes in a stale value.
-  const size_t np = masters_.size();
-  const bool doc_mask = c_.data.document_mask;
-  grad_step_ = [this, np, doc_mask](const std::vector<Tensor>& args) {
-    auto vg = value_and_grad([this, np, doc_mask](const std::vector<Tensor>& a) {
-      nn::ParameterScope scope(
-          *model_, policy_.compute_params(std::vector<Tensor>(a.begin(), a.begin() + np)));
-      ForwardOptions fo;
-      if (doc_mask) fo.doc_ids = a[np + 2], fo.positions = a[np + 3];
-      return std::vector<Tensor>{model_->forward(a[np], a[np + 1], fo).loss};
-    });
-    ValueAndGrad r = vg(args);
-    std::vector<Tensor> out{r.values[0]};
-    out.insert(out.end(), r.grads.begin(), r.grads.begin() + long(np));
-    return out;
-  };
-  if (c_.compile.enable) {
-    CompileOptions co;
-    co.name = "train step (forward + backward)";
-    compiled_.emplace(grad_step_, co);
-  }
+  StepOptions step_options;
+  step_options.rung = c_.compile.graph_trainer ? Rung::graph_trainer
+                 : c_.compile.enable      ? Rung::per_block_compile
+                                          : Rung::eager;
+  step_options.microbatches = accum_;
+  step_options.document_mask = c_.data.document_mask;
+  step_options.max_norm = c_.training.max_norm;
+  step_ = std::make_unique<TrainStep>(*model_, policy_, *adamw_, step_options);
 }
 
 bool Run::resume() {
@@ -295,36 +275,10 @@ bool Run::resume() {
   return true;
 }
 
-std::vector<Tensor> Run::batch_args(const data::Batch& b) const {
-  std::vector<Tensor> args = masters_;
-  args.push_back(b.ids);
-  args.push_back(b.targets);
-  if (c_.data.document_mask) args.push_back(b.doc_ids), args.push_back(b.positions);
-  return args;
-}
-
-// One optimizer step over accum_ microbatches; returns the mean loss.
-double Run::train_step(double lr, double& grad_norm) {
-  std::vector<Tensor> grads;
-  std::optional<optim::GradAccumulator> acc;
-  if (accum_ > 1) acc.emplace(accum_);
-  double loss_sum = 0;
-  for (int64_t a = 0; a < accum_; ++a) {
-    std::vector<Tensor> out = compiled_ ? (*compiled_)(batch_args(loader_->next()))
-                                        : grad_step_(batch_args(loader_->next()));
-    loss_sum += out[0].item<float>();
-    grads.assign(out.begin() + 1, out.end());
-    if (acc) acc->add(grads);
-  }
-  if (acc) grads = acc->take();
-  optim::ClipResult clip = optim::clip_grad_norm(grads, c_.training.max_norm);
-  grads.clear();
-  optim::AdamWUpdate u = adamw_->update(masters_, clip.grads, state_, lr);
-  masters_ = std::move(u.params);
-  state_ = std::move(u.state);
-  // Reading the norm waits for the update (and, deferred, runs it).
-  grad_norm = clip.norm.item<float>();
-  return loss_sum / double(accum_);
+StepResult Run::train_step(double lr) {
+  std::vector<data::Batch> batches;
+  for (int64_t a = 0; a < accum_; ++a) batches.push_back(loader_->next());
+  return step_->run(masters_, state_, batches, lr);
 }
 
 double Run::validate() {
@@ -394,7 +348,11 @@ TrainResult Run::go() {
        << "training: " << steps << " steps of " << tokens_per_step << " tokens ("
        << c_.training.local_batch_size << " x " << accum_ << " microbatches x "
        << c_.training.seq_len << "), " << num_threads() << " threads, eager mode "
-       << c_.runtime.eager_mode << (c_.compile.enable ? ", compiled step" : "") << "\n"
+       << c_.runtime.eager_mode
+       << (c_.compile.graph_trainer ? ", graph trainer (the whole step compiled)"
+           : c_.compile.enable      ? ", per-block compile"
+                                    : "")
+       << "\n"
        << "mfu: "
        << (peak ? "against the " + peak->source
                 : "unknown (no device peak: run `kiln bench peak` on a CPU)")
@@ -427,7 +385,9 @@ TrainResult Run::go() {
     StepMetrics m;
     m.step = step;
     m.lr = schedule_->lr(step - 1);
-    m.loss = train_step(m.lr, m.grad_norm);
+    StepResult r = train_step(m.lr);
+    m.loss = r.loss;
+    m.grad_norm = r.grad_norm;
     if (policy_.param_dtype == DType::f32) model_->set_parameters(masters_);  // drop the old copy
     window_seconds += seconds_since(t0);
     window_tokens += tokens_per_step;

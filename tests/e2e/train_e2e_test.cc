@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "tests/support/cli.h"
+#include "tests/support/train_run.h"
 
 namespace kiln::test {
 namespace {
@@ -29,24 +30,7 @@ class TrainE2E : public ::testing::Test {
     root_ = fs::temp_directory_path() / ("kiln_train_e2e_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_);
-    // Sentences from a tiny grammar (a fixed LCG picks the words): enough
-    // structure that the loss falls within a few steps.
-    const char* subjects[] = {"the cat",     "a dog",      "my friend",
-                              "the old man", "her sister", "the bird"};
-    const char* verbs[] = {"sees", "likes", "finds", "follows", "watches", "calls"};
-    const char* objects[] = {"the garden", "a small house", "the river",
-                             "his book",   "the red ball",  "the moon"};
-    const char* endings[] = {"every day.", "at night.", "in the morning.",
-                             "again.",     "with joy.", "slowly."};
-    std::ofstream f(root_ / "corpus.txt");
-    uint64_t s = 12345;
-    auto pick = [&](int n) {
-      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-      return int((s >> 33) % uint64_t(n));
-    };
-    for (int i = 0; i < 3000; ++i)
-      f << subjects[pick(6)] << " " << verbs[pick(6)] << " " << objects[pick(6)] << " "
-        << endings[pick(6)] << "\n";
+    write_grammar_corpus((root_ / "corpus.txt").string());
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
 
@@ -57,19 +41,6 @@ class TrainE2E : public ::testing::Test {
            std::to_string(steps) +
            " --training.seq_len 32 --training.local_batch_size 4 --metrics.log_freq 1"
            " --checkpoint.enable --checkpoint.interval 4 --lr_scheduler.warmup_steps 2";
-  }
-
-  static std::vector<nlohmann::json> metrics(const fs::path& dump) {
-    std::ifstream f(dump / "metrics.jsonl");
-    std::vector<nlohmann::json> out;
-    for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
-    return out;
-  }
-
-  static std::vector<double> losses(const fs::path& dump) {
-    std::vector<double> out;
-    for (const auto& j : metrics(dump)) out.push_back(j["loss"].get<double>());
-    return out;
   }
 
   static fs::path root_;
@@ -127,7 +98,7 @@ TEST_F(TrainE2E, TrainsCheckpointsAndGenerates) {
                            " --data.val_fraction 0.05 --validation.steps 2";
   CliRun r = run_cli(args);
   ASSERT_EQ(r.status, 0) << r.output;
-  std::vector<nlohmann::json> m = metrics(dump);
+  std::vector<nlohmann::json> m = read_metrics(dump);
   ASSERT_EQ(m.size(), 20u) << r.output;
   for (const char* k :
        {"step", "loss", "grad_norm", "lr", "tps", "tflops", "mfu", "mem_peak_bytes"})
@@ -171,7 +142,7 @@ TEST_F(TrainE2E, TrainsCheckpointsAndGenerates) {
   r = run_cli(args + " --checkpoint.load_step 16 --checkpoint.last_save_in_hf");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("step-16 (step 16)"), std::string::npos) << r.output;
-  std::vector<nlohmann::json> again = metrics(dump);
+  std::vector<nlohmann::json> again = read_metrics(dump);
   ASSERT_EQ(again.size(), 20u);
   for (size_t i = 0; i < 20; ++i) EXPECT_EQ(again[i]["loss"], m[i]["loss"]) << i;
   EXPECT_TRUE(fs::exists(dump / "hf" / "config.json"));
@@ -188,7 +159,7 @@ TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {
   fs::path whole = root_ / "whole", cut = root_ / "cut";
   CliRun r = run_cli(train_args(whole, steps));
   ASSERT_EQ(r.status, 0) << r.output;
-  std::vector<double> want = losses(whole);
+  std::vector<double> want = read_losses(whole);
   ASSERT_EQ(want.size(), size_t(steps));
 
   // SIGTERM: the step finishes, a checkpoint is saved, exit status 128 + 15.
@@ -203,7 +174,7 @@ TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {
   r = run_cli(train_args(cut, steps));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
-  EXPECT_EQ(losses(cut), want);  // bit-identical, every step
+  EXPECT_EQ(read_losses(cut), want);  // bit-identical, every step
   EXPECT_EQ(read(cut / "checkpoint" / "step-16" / "model.safetensors"),
             read(whole / "checkpoint" / "step-16" / "model.safetensors"));
 }

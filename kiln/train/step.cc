@@ -1,0 +1,132 @@
+#include "kiln/train/step.h"
+
+#include <numeric>
+
+#include "kiln/autograd/grad.h"
+#include "kiln/base/error.h"
+#include "kiln/nn/module.h"
+#include "kiln/optim/accumulate.h"
+#include "kiln/optim/clip.h"
+
+namespace kiln::train {
+namespace {
+
+// The step function's arguments, in order:
+//   masters[np], m[np], v[np], sqrt(1 - beta2^t), step_size[groups], decay[groups],
+//   then per microbatch: ids, targets (+ doc_ids, positions with the document mask).
+// Its results: loss per microbatch, the gradient norm, masters[np], m[np], v[np].
+size_t batch_width(const StepOptions& o) { return o.document_mask ? 4 : 2; }
+
+}  // namespace
+
+TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
+                     const optim::AdamW& adamw, StepOptions options)
+    : model_(model), policy_(policy), adamw_(adamw), options_(options) {
+  KILN_CHECK(options_.microbatches >= 1, "training step: ", options_.microbatches,
+             " microbatches; need at least 1");
+  if (options_.rung != Rung::graph_trainer) return;
+  CompileOptions co;
+  co.name = "graph trainer step";
+  // Masters, m and v: the program writes their updates into their buffers.
+  co.donate.resize(3 * adamw_.groups().group.size());
+  std::iota(co.donate.begin(), co.donate.end(), 0);
+  compiled_.emplace([this](const std::vector<Tensor>& args) { return step_function(args); }, co);
+}
+
+std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) const {
+  const size_t np = adamw_.groups().group.size(), ng = adamw_.groups().groups.size();
+  const size_t width = batch_width(options_);
+  const auto begin = args.begin();
+  std::vector<Tensor> masters(begin, begin + long(np));
+  optim::AdamWState state;
+  state.m.assign(begin + long(np), begin + long(2 * np));
+  state.v.assign(begin + long(2 * np), begin + long(3 * np));
+  optim::AdamWScalars scalars;
+  size_t next = 3 * np;
+  scalars.bias_correction2_sqrt = args[next++];
+  scalars.step_size.assign(begin + long(next), begin + long(next + ng));
+  scalars.decay.assign(begin + long(next + ng), begin + long(next + 2 * ng));
+  next += 2 * ng;
+
+  GradOptions grad_options;
+  if (options_.rung == Rung::per_block_compile)
+    grad_options.compile_regions = ProgramOptions{default_pass_options(), {}};
+  const bool doc_mask = options_.document_mask;
+  auto loss_and_grads = value_and_grad(
+      [&](const std::vector<Tensor>& a) {
+        nn::ParameterScope scope(
+            model_, policy_.compute_params(std::vector<Tensor>(a.begin(), a.begin() + long(np))));
+        ForwardOptions fo;
+        if (doc_mask) fo.doc_ids = a[np + 2], fo.positions = a[np + 3];
+        return std::vector<Tensor>{model_.forward(a[np], a[np + 1], fo).loss};
+      },
+      grad_options);
+
+  std::vector<Tensor> results;
+  std::vector<Tensor> grads;
+  std::optional<optim::GradAccumulator> accumulator;
+  if (options_.microbatches > 1) accumulator.emplace(options_.microbatches);
+  for (int64_t mb = 0; mb < options_.microbatches; ++mb, next += width) {
+    std::vector<Tensor> a = masters;
+    a.insert(a.end(), begin + long(next), begin + long(next + width));
+    ValueAndGrad r = loss_and_grads(a);
+    results.push_back(r.values[0]);
+    grads.assign(r.grads.begin(), r.grads.begin() + long(np));
+    if (accumulator) accumulator->add(grads);
+  }
+  if (accumulator) grads = accumulator->take();
+  optim::ClipResult clip = optim::clip_grad_norm(grads, options_.max_norm);
+  grads.clear();
+  optim::AdamWUpdate u = adamw_.update(masters, clip.grads, state, scalars);
+  results.push_back(clip.norm);
+  for (const auto* list : {&u.params, &u.state.m, &u.state.v})
+    results.insert(results.end(), list->begin(), list->end());
+  return results;
+}
+
+StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state,
+                          const std::vector<data::Batch>& batches, double lr) {
+  const size_t np = masters.size();
+  KILN_CHECK(np == adamw_.groups().group.size(), "training step: ", np,
+             " parameters, but the optimizer has ", adamw_.groups().group.size());
+  KILN_CHECK(int64_t(batches.size()) == options_.microbatches, "training step: ", batches.size(),
+             " microbatches, expected ", options_.microbatches);
+  optim::AdamWScalars scalars = adamw_.scalars(state.step + 1, lr);
+  std::vector<Tensor> args;
+  for (const auto* list : {&masters, &state.m, &state.v})
+    args.insert(args.end(), list->begin(), list->end());
+  args.push_back(scalars.bias_correction2_sqrt);
+  args.insert(args.end(), scalars.step_size.begin(), scalars.step_size.end());
+  args.insert(args.end(), scalars.decay.begin(), scalars.decay.end());
+  for (const data::Batch& b : batches) {
+    args.push_back(b.ids);
+    args.push_back(b.targets);
+    if (options_.document_mask) args.push_back(b.doc_ids), args.push_back(b.positions);
+  }
+  // Donated buffers are rewritten by the program: drop every other handle first.
+  masters.clear(), state.m.clear(), state.v.clear();
+  std::vector<Tensor> out = compiled_ ? (*compiled_)(args) : step_function(args);
+  args.clear();
+
+  const size_t mbs = size_t(options_.microbatches);
+  StepResult r;
+  for (size_t i = 0; i < mbs; ++i) r.loss += out[i].item<float>();
+  r.loss /= double(mbs);
+  // Reading the norm waits for the update (and, deferred, runs it).
+  r.grad_norm = out[mbs].item<float>();
+  auto part = [&](size_t k) {
+    auto first = out.begin() + long(mbs + 1 + k * np);
+    return std::vector<Tensor>(first, first + long(np));
+  };
+  masters = part(0);
+  state.m = part(1);
+  state.v = part(2);
+  state.step += 1;
+  return r;
+}
+
+const Executable* TrainStep::program() const {
+  return compiled_ && compiled_->num_signatures() > 0 ? &compiled_->last_executable() : nullptr;
+}
+
+}  // namespace kiln::train

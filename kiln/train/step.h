@@ -1,0 +1,65 @@
+// The training step on every rung of the execution ladder. One function of
+// tensors does the whole step:
+//   per microbatch: forward + loss, backward (value_and_grad over the f32
+//   masters, cast to the compute dtype by the mixed-precision policy)
+//   -> mean of the microbatch gradients -> clip by global norm -> AdamW,
+// and each rung runs that same function, which is why their losses agree
+// bit for bit:
+//   eager           op by op in the thread's eager mode (strict, debug or
+//                   defer_and_fuse);
+//   per-block       the same, but each transformer block's forward and
+//                   backward run as compiled programs (compile.enable);
+//   graph trainer   the whole function traced and compiled into one program
+//                   whose parameters and optimizer state are donated, so the
+//                   update happens in place (compile.graph_trainer).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "kiln/data/loader.h"
+#include "kiln/models/transformer.h"
+#include "kiln/optim/adamw.h"
+#include "kiln/optim/mixed_precision.h"
+#include "kiln/runtime/compile.h"
+
+namespace kiln::train {
+
+enum class Rung { eager, per_block_compile, graph_trainer };
+
+struct StepOptions {
+  Rung rung = Rung::eager;
+  int64_t microbatches = 1;     // gradient accumulation steps
+  bool document_mask = false;   // batches carry doc_ids and positions
+  double max_norm = 1.0;        // <= 0: no clipping (the norm is still computed)
+};
+
+struct StepResult {
+  double loss = 0;       // mean of the microbatch losses
+  double grad_norm = 0;  // before clipping
+};
+
+class TrainStep {
+ public:
+  // `model` is run with the masters (cast by `policy`) as its parameters.
+  TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy, const optim::AdamW& adamw,
+            StepOptions options);
+
+  // One optimizer step over `batches` (options.microbatches of them) at
+  // learning rate `lr`; replaces `masters` and `state` with their updates.
+  StepResult run(std::vector<Tensor>& masters, optim::AdamWState& state,
+                 const std::vector<data::Batch>& batches, double lr);
+
+  // The graph trainer's program (after a first run), for inspection.
+  const Executable* program() const;
+
+ private:
+  std::vector<Tensor> step_function(const std::vector<Tensor>& args) const;
+
+  CausalLM& model_;
+  optim::MixedPrecisionPolicy policy_;
+  const optim::AdamW& adamw_;
+  StepOptions options_;
+  std::optional<CompiledFunction> compiled_;
+};
+
+}  // namespace kiln::train
