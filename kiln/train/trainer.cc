@@ -393,6 +393,7 @@ TrainResult Run::go() {
     window_tokens += tokens_per_step;
     result.last_step = step;
     result.last_loss = m.loss;
+    result.last_grad_norm = m.grad_norm;
 
     bool validating = val_loader_ && (step % c_.validation.freq == 0 || step == steps);
     if (validating) {

@@ -26,7 +26,7 @@ namespace kiln::train {
 struct TrainResult {
   int64_t start_step = 0;  // the step the run resumed from (0: a fresh run)
   int64_t last_step = 0;   // the last step completed
-  std::optional<double> last_loss;
+  std::optional<double> last_loss, last_grad_norm;
   int stopped_by_signal = 0;    // SIGINT / SIGTERM when a signal stopped the run
   std::string last_checkpoint;  // the last checkpoint written by this run (empty: none)
 };
