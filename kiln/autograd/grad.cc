@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "kiln/base/error.h"
+#include "kiln/ir/region.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/recording.h"
@@ -38,7 +39,7 @@ class Backprop {
       std::vector<Tensor> ins = tensors(node.inputs);
       std::vector<Tensor> outs = tensors(node.outputs);
       // The backward of a node belongs to its forward region's backward.
-      RegionGuard region(node.region >= 0 ? backward_region(rec_.graph.region_name(node.region))
+      RegionGuard region(node.region >= 0 ? ir::backward_region(rec_.graph.region_name(node.region))
                                           : std::string());
       if (node.op->vjp) {
         VjpCall call{ins, outs, cots, node.attrs, {}};
@@ -145,6 +146,8 @@ std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn 
     for (const Tensor& g : grads)
       if (g.defined()) outs.push_back(rec->value_of(g));
     rec->graph.set_outputs(outs);
+    if (options.remat != compiler::RematPolicy::none)
+      rec->graph = compiler::rematerialize(rec->graph, options.remat);
     // Inside an enclosing trace the regions are recorded, not compiled here.
     bool per_region = options.compile_regions && !dynamic_cast<TraceContext*>(&current_context());
     std::vector<Tensor> results =

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/compiler/remat.h"
 #include "kiln/runtime/program_cache.h"
 #include "kiln/runtime/tensor.h"
 
@@ -26,6 +27,9 @@ struct GradOptions {
   // compiled program (run_graph_compiling_regions), the rest op by op. Unset:
   // every node runs through the caller's context.
   std::optional<ProgramOptions> compile_regions;
+  // The activation-memory policy: which forward values of each model region
+  // its backward recomputes instead of keeping (kiln/compiler/remat.h).
+  compiler::RematPolicy remat = compiler::RematPolicy::none;
 };
 
 // fn's first result must be a floating scalar (one element), the loss. The

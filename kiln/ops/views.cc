@@ -196,6 +196,19 @@ const OpDef& kUnsqueeze = declare({
     },
 });
 
+// The identity, which compiler passes treat as opaque: no pass looks
+// through it, so a value recomputed from a barrier's output is never merged
+// (CSE) with the original it recomputes (XLA's optimization barrier). The
+// activation-memory policy (kiln/compiler/remat.h) puts one on every input of
+// a recomputation.
+const OpDef& kOptimizationBarrier = declare({
+    .name = "optimization_barrier",
+    .infer = [](auto in, const Attrs&) { return std::vector<TypeInfo>{in[0]}; },
+    .fusion = ir::FusionClass::opaque,
+    .vjp = [](VjpCall& c) { c.grads[0] = c.cot(0); },
+    .view = [](const Layout& in, const Attrs&) -> std::optional<Layout> { return in; },
+});
+
 const OpDef& kCopy = declare({
     .name = "copy",
     .infer = same_as_first,
@@ -226,6 +239,8 @@ const OpDef& kSliceScatter = declare({
 
 }  // namespace
 }  // namespace ops
+
+Tensor optimization_barrier(const Tensor& x) { return apply1(ops::kOptimizationBarrier, {x}, {}); }
 
 Tensor slice_scatter(const Tensor& base, const Tensor& src, int64_t axis, int64_t start,
                      int64_t stop, int64_t step) {

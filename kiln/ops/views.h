@@ -9,4 +9,7 @@ namespace kiln {
 Tensor slice_scatter(const Tensor& base, const Tensor& src, int64_t axis, int64_t start,
                      int64_t stop, int64_t step = 1);
 
+// The identity that compiler passes do not look through (see views.cc).
+Tensor optimization_barrier(const Tensor& x);
+
 }  // namespace kiln

@@ -59,6 +59,25 @@ CompiledFunction compile(TensorFn fn, CompileOptions options) {
   return CompiledFunction(std::move(fn), std::move(options));
 }
 
+std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<Tensor>& args) {
+  auto rec = Recording::create();
+  std::vector<Tensor> placeholders;
+  for (const Tensor& a : args) {
+    ir::ValueId v = rec->graph.add_input(a.type());
+    rec->captured.push_back(Tensor());  // fed by the caller
+    placeholders.push_back(rec->tensor(v, a.device()));
+  }
+  std::vector<Tensor> outs;
+  {
+    ContextGuard guard(std::make_shared<TraceContext>(rec));
+    outs = fn(placeholders);
+  }
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : outs) ids.push_back(rec->value_of(t));
+  rec->graph.set_outputs(ids);
+  return rec;
+}
+
 const Executable& CompiledFunction::last_executable() const {
   KILN_CHECK(last_, options_.name, ": not called yet, so nothing is compiled");
   return *last_->exe;
@@ -71,22 +90,9 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
   if (it != entries_.end()) return *it->second;
 
   auto e = std::make_shared<Entry>();
-  e->rec = Recording::create();
+  e->rec = trace(fn_, args);
   e->num_args = args.size();
-  std::vector<Tensor> placeholders;
-  for (const Tensor& a : args) {
-    ir::ValueId v = e->rec->graph.add_input(a.type());
-    e->rec->captured.push_back(Tensor());  // fed from the call's arguments
-    placeholders.push_back(e->rec->tensor(v, a.device()));
-  }
-  std::vector<Tensor> outs;
-  {
-    ContextGuard trace(std::make_shared<TraceContext>(e->rec));
-    outs = fn_(placeholders);
-  }
-  std::vector<ir::ValueId> ids;
-  for (const Tensor& t : outs) ids.push_back(e->rec->value_of(t));
-  e->rec->graph.set_outputs(ids);
+  const std::vector<ir::ValueId>& outs = e->rec->graph.outputs();
 
   ProgramOptions po;
   po.passes = options_.passes;
@@ -95,7 +101,7 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
     KILN_CHECK(a >= 0 && size_t(a) < args.size(), options_.name, ": donated argument ", a,
                " does not exist (", args.size(), " arguments)");
     for (size_t o = 0; o < outs.size(); ++o) {
-      if (taken[o] || !(outs[o].type() == args[a].type())) continue;
+      if (taken[o] || !(e->rec->graph.type(outs[o]) == args[a].type())) continue;
       taken[o] = true;
       po.donations.push_back({a, int(o)});
       break;

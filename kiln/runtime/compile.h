@@ -50,4 +50,11 @@ class CompiledFunction {
 
 CompiledFunction compile(TensorFn fn, CompileOptions options = {});
 
+class Recording;
+// Traces `fn` without running anything: graph inputs 0..n-1 stand for
+// `args` (the recording's captured[i] is left empty for them); tensors fn
+// reads from its closure become further inputs, captured. The graph's
+// outputs are fn's results.
+std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<Tensor>& args);
+
 }  // namespace kiln

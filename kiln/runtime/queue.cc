@@ -17,7 +17,11 @@ DeviceQueue::~DeviceQueue() {
 
 void DeviceQueue::enqueue(std::function<void()> task, std::string label) {
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    // Bounded run-ahead: each queued task holds its buffers, so a host far
+    // ahead of the device would hold a whole step's activations at once.
+    if (std::this_thread::get_id() != thread_.get_id())
+      space_cv_.wait(lock, [&] { return tasks_.size() < kMaxPending; });
     tasks_.push_back({std::move(task), std::move(label)});
   }
   work_cv_.notify_one();
@@ -40,6 +44,7 @@ void DeviceQueue::run() {
     if (tasks_.empty()) return;  // stop requested and drained
     Task task = std::move(tasks_.front());
     tasks_.pop_front();
+    space_cv_.notify_one();
     bool skip = !error_.empty();
     busy_ = true;
     lock.unlock();

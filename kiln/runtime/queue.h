@@ -19,6 +19,9 @@ class DeviceQueue {
   DeviceQueue(const DeviceQueue&) = delete;
   DeviceQueue& operator=(const DeviceQueue&) = delete;
 
+  // At most this many tasks wait; enqueue blocks while the queue is full.
+  static constexpr size_t kMaxPending = 32;
+
   // `label` names the work in an error message ("op 'gather' (eager op #12)").
   void enqueue(std::function<void()> task, std::string label);
   // Waits for all enqueued work; throws kiln::Error for the first failure.
@@ -32,7 +35,7 @@ class DeviceQueue {
   void run();
 
   std::mutex mu_;
-  std::condition_variable work_cv_, idle_cv_;
+  std::condition_variable work_cv_, idle_cv_, space_cv_;
   std::deque<Task> tasks_;
   bool busy_ = false;
   bool stop_ = false;

@@ -5,8 +5,6 @@
 namespace kiln {
 namespace {
 
-constexpr std::string_view kBackwardSuffix = ".backward";
-
 std::string& region_slot() {
   thread_local std::string region;
   return region;
@@ -19,12 +17,5 @@ RegionGuard::RegionGuard(std::string name) : previous_(std::exchange(region_slot
 RegionGuard::~RegionGuard() { region_slot() = std::move(previous_); }
 
 const std::string& current_region() { return region_slot(); }
-
-std::string backward_region(const std::string& forward_region) {
-  if (forward_region.empty() || is_backward_region(forward_region)) return forward_region;
-  return forward_region + std::string(kBackwardSuffix);
-}
-
-bool is_backward_region(const std::string& region) { return region.ends_with(kBackwardSuffix); }
 
 }  // namespace kiln

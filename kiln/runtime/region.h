@@ -2,7 +2,8 @@
 // RegionGuard is alive carry in the IR (ir::Node::region). Models mark their
 // repeated blocks with it; per-block compile (run_graph_compiling_regions)
 // and the activation-memory policy work region by region. Regions nest by
-// replacement: the innermost guard's name is the current one.
+// replacement: the innermost guard's name is the current one. Backward
+// nodes go to ir::backward_region(name) (kiln/ir/region.h).
 #pragma once
 #include <string>
 
@@ -21,9 +22,5 @@ class RegionGuard {
 
 // The thread's current region; empty outside every guard.
 const std::string& current_region();
-
-// The region of the backward computation of nodes in `forward_region`.
-std::string backward_region(const std::string& forward_region);
-bool is_backward_region(const std::string& region);
 
 }  // namespace kiln

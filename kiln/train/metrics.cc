@@ -37,13 +37,6 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string bytes_text(int64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  return fixed(v, u ? 1 : 0) + " " + units[u];
-}
 
 std::string duration_text(double seconds) {
   int64_t s = int64_t(std::llround(seconds));
@@ -75,6 +68,14 @@ void drop_lines_after(const std::string& path, int64_t last) {
 }
 
 }  // namespace
+
+std::string bytes_text(int64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  return fixed(v, u ? 1 : 0) + " " + units[u];
+}
 
 std::string metrics_json(const StepMetrics& m) {
   std::ostringstream os;

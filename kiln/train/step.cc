@@ -4,9 +4,13 @@
 
 #include "kiln/autograd/grad.h"
 #include "kiln/base/error.h"
+#include "kiln/compiler/memory_plan.h"
+#include "kiln/compiler/pipeline.h"
 #include "kiln/nn/module.h"
 #include "kiln/optim/accumulate.h"
 #include "kiln/optim/clip.h"
+#include "kiln/runtime/executable.h"
+#include "kiln/runtime/recording.h"
 
 namespace kiln::train {
 namespace {
@@ -49,6 +53,7 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   next += 2 * ng;
 
   GradOptions grad_options;
+  grad_options.remat = options_.remat;
   if (options_.rung == Rung::per_block_compile)
     grad_options.compile_regions = ProgramOptions{default_pass_options(), {}};
   const bool doc_mask = options_.document_mask;
@@ -84,10 +89,11 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   return results;
 }
 
-StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state,
-                          const std::vector<data::Batch>& batches, double lr) {
-  const size_t np = masters.size();
-  KILN_CHECK(np == adamw_.groups().group.size(), "training step: ", np,
+std::vector<Tensor> TrainStep::step_args(const std::vector<Tensor>& masters,
+                                         const optim::AdamWState& state,
+                                         const std::vector<data::Batch>& batches,
+                                         double lr) const {
+  KILN_CHECK(masters.size() == adamw_.groups().group.size(), "training step: ", masters.size(),
              " parameters, but the optimizer has ", adamw_.groups().group.size());
   KILN_CHECK(int64_t(batches.size()) == options_.microbatches, "training step: ", batches.size(),
              " microbatches, expected ", options_.microbatches);
@@ -103,6 +109,32 @@ StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state
     args.push_back(b.targets);
     if (options_.document_mask) args.push_back(b.doc_ids), args.push_back(b.positions);
   }
+  return args;
+}
+
+MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
+                                          const optim::AdamWState& state,
+                                          const std::vector<data::Batch>& batches) const {
+  std::vector<Tensor> args = step_args(masters, state, batches, 0.0);
+  auto rec = trace([this](const std::vector<Tensor>& a) { return step_function(a); }, args);
+  ir::Graph g = prepare_for_device(rec->graph, args[0].device());
+  if (options_.rung == Rung::graph_trainer) g = compiler::optimize(g, default_pass_options());
+  MemoryEstimate e;
+  for (const Tensor& t : args) e.inputs += t.numel() * int64_t(itemsize(t.dtype()));
+  // The graph trainer writes the updates into the donated buffers of
+  // masters, m and v (arguments 0..3np-1 -> results M+1..M+3np).
+  std::vector<std::pair<int, int>> donated;
+  if (options_.rung == Rung::graph_trainer)
+    for (int i = 0; i < int(3 * masters.size()); ++i)
+      donated.push_back({i, int(options_.microbatches) + 1 + i});
+  e.computed = compiler::plan_memory(g, donated).peak_bytes;
+  return e;
+}
+
+StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state,
+                          const std::vector<data::Batch>& batches, double lr) {
+  const size_t np = masters.size();
+  std::vector<Tensor> args = step_args(masters, state, batches, lr);
   // Donated buffers are rewritten by the program: drop every other handle first.
   masters.clear(), state.m.clear(), state.v.clear();
   std::vector<Tensor> out = compiled_ ? (*compiled_)(args) : step_function(args);

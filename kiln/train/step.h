@@ -31,6 +31,17 @@ struct StepOptions {
   int64_t microbatches = 1;     // gradient accumulation steps
   bool document_mask = false;   // batches carry doc_ids and positions
   double max_norm = 1.0;        // <= 0: no clipping (the norm is still computed)
+  // Which activations the backward recomputes (activation_checkpoint.mode).
+  compiler::RematPolicy remat = compiler::RematPolicy::none;
+};
+
+// What a step is expected to hold at its peak, from a trace of the step
+// (nothing runs) and the memory plan of what it computes: the graph
+// trainer's optimized program, or for the eager rungs the op-by-op graph.
+struct MemoryEstimate {
+  int64_t inputs = 0;    // parameters, optimizer state, the batch
+  int64_t computed = 0;  // the plan's peak of activations, gradients and updates
+  int64_t total() const { return inputs + computed; }
 };
 
 struct StepResult {
@@ -49,11 +60,17 @@ class TrainStep {
   StepResult run(std::vector<Tensor>& masters, optim::AdamWState& state,
                  const std::vector<data::Batch>& batches, double lr);
 
+  MemoryEstimate expected_memory(const std::vector<Tensor>& masters,
+                                 const optim::AdamWState& state,
+                                 const std::vector<data::Batch>& batches) const;
+
   // The graph trainer's program (after a first run), for inspection.
   const Executable* program() const;
 
  private:
   std::vector<Tensor> step_function(const std::vector<Tensor>& args) const;
+  std::vector<Tensor> step_args(const std::vector<Tensor>& masters, const optim::AdamWState& state,
+                                const std::vector<data::Batch>& batches, double lr) const;
 
   CausalLM& model_;
   optim::MixedPrecisionPolicy policy_;

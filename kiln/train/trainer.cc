@@ -51,9 +51,6 @@ void check_supported(const TrainConfig& c) {
         {"expert_parallel_degree", p.expert_parallel_degree}})
     KILN_CHECK(degree <= 1, "parallelism.", key, " = ", degree,
                ": this trainer runs on one device for now; set it to 1 (or -1)");
-  KILN_CHECK(c.activation_checkpoint.mode == "none", "activation_checkpoint.mode = '",
-             c.activation_checkpoint.mode,
-             "' is not implemented yet: use --activation_checkpoint.mode=none");
   KILN_CHECK(
       !c.profiler.enable_profiling,
       "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
@@ -153,6 +150,7 @@ class Run {
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::unique_ptr<TrainStep> step_;
+  bool memory_reported_ = false;
   int64_t accum_ = 1;
   int64_t start_step_ = 0;
 };
@@ -241,6 +239,7 @@ void Run::setup_model() {
   step_options.microbatches = accum_;
   step_options.document_mask = c_.data.document_mask;
   step_options.max_norm = c_.training.max_norm;
+  step_options.remat = compiler::parse_remat_policy(c_.activation_checkpoint.mode);
   step_ = std::make_unique<TrainStep>(*model_, policy_, *adamw_, step_options);
 }
 
@@ -278,6 +277,14 @@ bool Run::resume() {
 StepResult Run::train_step(double lr) {
   std::vector<data::Batch> batches;
   for (int64_t a = 0; a < accum_; ++a) batches.push_back(loader_->next());
+  if (!memory_reported_) {
+    MemoryEstimate e = step_->expected_memory(masters_, state_, batches);
+    out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs)
+         << " parameters, optimizer state and batch + " << bytes_text(e.computed)
+         << " computed in the step; activation_checkpoint.mode = "
+         << c_.activation_checkpoint.mode << ")" << std::endl;
+    memory_reported_ = true;
+  }
   return step_->run(masters_, state_, batches, lr);
 }
 

@@ -15,6 +15,7 @@
 #include "kiln/ops/reduction.h"
 #include "kiln/runtime/compile_cache.h"
 #include "kiln/runtime/recording.h"
+#include "kiln/ir/region.h"
 #include "kiln/runtime/region.h"
 #include "tests/support/gradcheck.h"
 
@@ -63,7 +64,7 @@ TEST(Regions, TracedNodesAndTheirBackwardCarryTheRegion) {
   for (int l = 0; l < kLayers; ++l) {
     std::string name = "layers." + std::to_string(l);
     EXPECT_TRUE(seen.count(name)) << name;
-    EXPECT_TRUE(seen.count(backward_region(name))) << name;
+    EXPECT_TRUE(seen.count(ir::backward_region(name))) << name;
   }
   // The loss lies outside every region; the backward ends with layer 0's.
   const ir::Node* loss = nullptr;

@@ -83,6 +83,7 @@ const KernelRegistrar registrations[] = {
     {DeviceKind::cpu, "expand", {view_kernel, true}},
     {DeviceKind::cpu, "squeeze", {view_kernel, true}},
     {DeviceKind::cpu, "unsqueeze", {view_kernel, true}},
+    {DeviceKind::cpu, "optimization_barrier", {view_kernel, true}},
     {DeviceKind::cpu, "slice_scatter", {slice_scatter_kernel, true}},
     {DeviceKind::cpu, "full", {full_kernel, false}},
     {DeviceKind::cpu, "arange", {arange_kernel, false}},
