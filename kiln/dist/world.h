@@ -1,0 +1,20 @@
+// The processes of this run. Started by mpirun (OpenMPI sets
+// OMPI_COMM_WORLD_SIZE in every rank's environment), the world is the MPI
+// job, and MPI is initialised by the first call to world(). Otherwise the
+// world is this process alone and MPI is never touched, so `kiln train`
+// needs no launcher.
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include "kiln/dist/process_group.h"
+
+namespace kiln::dist {
+
+// The collective timeout a new world starts with (ProcessGroup::set_timeout).
+inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
+
+bool launched_by_mpirun();
+std::shared_ptr<ProcessGroup> world();
+
+}  // namespace kiln::dist

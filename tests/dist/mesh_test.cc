@@ -1,0 +1,107 @@
+// Device mesh layout: degrees from TorchTitan's flags, errors for meshes
+// that do not fit the world, topology-aware rank order, and the mesh of a
+// run not started by mpirun.
+#include "kiln/dist/mesh.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "kiln/base/error.h"
+#include "kiln/dist/world.h"
+
+namespace kiln::dist {
+namespace {
+
+void expect_error(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing: " << part;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+std::vector<int> one_host(int n) { return std::vector<int>(size_t(n), 0); }
+
+MeshLayout layout(int64_t rep, int64_t shard, int64_t tp, int world) {
+  return MeshLayout({rep, shard, tp}, world, one_host(world));
+}
+
+TEST(MeshLayout, ShardDegreeMinusOneTakesTheRest) {
+  MeshLayout m = layout(2, -1, 2, 8);
+  EXPECT_EQ(m.size("dp_replicate"), 2);
+  EXPECT_EQ(m.size("dp_shard"), 2);
+  EXPECT_EQ(m.size("tp"), 2);
+  EXPECT_EQ(m.size("dp"), 4);
+  EXPECT_EQ(m.describe(), "dp_replicate 2 x dp_shard 2 x tp 2");
+  EXPECT_EQ(layout(1, -1, 1, 4).size("dp_shard"), 4);
+}
+
+TEST(MeshLayout, RowMajorWithTpInnermost) {
+  MeshLayout m = layout(2, 2, 2, 8);
+  // Rank 5 = position 5 = (replica 1, shard 0, tp 1).
+  EXPECT_EQ(m.coordinate(5, "dp_replicate"), 1);
+  EXPECT_EQ(m.coordinate(5, "dp_shard"), 0);
+  EXPECT_EQ(m.coordinate(5, "tp"), 1);
+  EXPECT_EQ(m.coordinate(5, "dp"), 2);
+  EXPECT_EQ(m.group_of(5, "tp"), (std::vector<int>{4, 5}));
+  EXPECT_EQ(m.group_of(5, "dp_shard"), (std::vector<int>{5, 7}));
+  EXPECT_EQ(m.group_of(5, "dp_replicate"), (std::vector<int>{1, 5}));
+  EXPECT_EQ(m.group_of(5, "dp"), (std::vector<int>{1, 3, 5, 7}));
+  // Every rank's split arguments name its group and its place in it.
+  for (int r = 0; r < 8; ++r)
+    for (const char* dim : {"dp_replicate", "dp_shard", "tp", "dp"}) {
+      auto [color, key] = m.split_of(r, dim);
+      EXPECT_EQ(m.group_of(r, dim)[size_t(key)], r) << dim;
+      for (int q : m.group_of(r, dim)) EXPECT_EQ(m.split_of(q, dim).first, color) << dim;
+    }
+}
+
+TEST(MeshLayout, RanksOfAHostStayTogetherInTheInnerDims) {
+  // mpirun --map-by node over two hosts: even ranks on host A, odd on B.
+  MeshLayout m({1, 2, 2}, 4, std::vector<int>{7, 3, 7, 3});
+  EXPECT_EQ(m.ranks(), (std::vector<int>{0, 2, 1, 3}));
+  EXPECT_EQ(m.group_of(0, "tp"), (std::vector<int>{0, 2}));  // both on host 7
+  EXPECT_EQ(m.group_of(1, "tp"), (std::vector<int>{1, 3}));  // both on host 3
+  EXPECT_EQ(m.group_of(0, "dp_shard"), (std::vector<int>{0, 1}));  // across hosts
+  // Ranks already grouped by host keep their order.
+  EXPECT_EQ(MeshLayout({1, 2, 2}, 4, std::vector<int>{0, 0, 1, 1}).ranks(),
+            (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(MeshLayout, DegreesThatDoNotFitTheWorldAreClearErrors) {
+  expect_error([] { layout(2, 2, 2, 4); },
+               "data_parallel_replicate_degree 2 x data_parallel_shard_degree 2 x "
+               "tensor_parallel_degree 2 = 8 ranks, but this run has 4");
+  expect_error([] { layout(1, 3, 1, 4); }, "make the product 4");
+  expect_error([] { layout(3, -1, 1, 4); }, "does not divide the 4 ranks");
+  expect_error([] { layout(0, -1, 1, 4); }, "data_parallel_replicate_degree is 0");
+  expect_error([] { layout(1, -2, 1, 4); }, "data_parallel_shard_degree is -2");
+  expect_error([] { layout(1, -1, 0, 4); }, "tensor_parallel_degree is 0");
+  expect_error([] { layout(1, -1, 1, 2).size("dp_shrad"); }, "did you mean 'dp_shard'");
+  expect_error([] { layout(1, -1, 1, 2).coordinate(2, "tp"); }, "rank 2 is not in a world of 2");
+}
+
+TEST(DeviceMesh, AWorldOfOneWithoutMpirun) {
+  ASSERT_FALSE(launched_by_mpirun());
+  auto w = world();
+  EXPECT_EQ(w->size(), 1);
+  EXPECT_EQ(w->rank(), 0);
+  DeviceMesh mesh(w, {});
+  for (const char* dim : {"dp_replicate", "dp_shard", "tp", "dp"}) {
+    EXPECT_EQ(mesh.group(dim).size(), 1) << dim;
+    EXPECT_EQ(mesh.group(dim).name(), dim);
+    EXPECT_EQ(mesh.coordinate(dim), 0);
+  }
+  expect_error([&] { DeviceMesh(w, {1, 1, 2}); }, "but this run has 1");
+  expect_error([&] { mesh.group("pp"); }, "has no dimension 'pp'");
+  // A group of one copies.
+  std::vector<float> x{1, 2, 3}, y(3);
+  mesh.group("dp").all_reduce(x.data(), y.data(), 3, DType::f32, ReduceOp::avg).wait();
+  EXPECT_EQ(y, x);
+  expect_error([&] { mesh.group("tp").send(x.data(), 3, DType::f32, 0); }, "cannot send to itself");
+}
+
+}  // namespace
+}  // namespace kiln::dist
