@@ -17,7 +17,11 @@ class Backprop {
  public:
   Backprop(Recording& rec, Device device) : rec_(rec), device_(device) {}
 
-  void seed(ir::ValueId v, Tensor cot) { cot_[v] = std::move(cot); }
+  void seed(ir::ValueId v, Tensor cot) {
+    auto it = cot_.find(v);
+    if (it == cot_.end()) cot_[v] = std::move(cot);
+    else it->second = apply1(KILN_OP("add"), {it->second, cot});
+  }
   Tensor cotangent(ir::ValueId v) const {
     auto it = cot_.find(v);
     return it == cot_.end() ? Tensor() : it->second;
@@ -108,13 +112,20 @@ class Backprop {
 
 }  // namespace
 
-std::vector<Tensor> append_backward(Recording& rec, const Tensor& loss, const std::vector<Tensor>& wrt) {
-  KILN_CHECK(loss.numel() == 1 && is_floating(loss.dtype()),
-             "the differentiated function's first result must be a floating scalar (the loss); "
-             "got ", ir::to_string(loss.type()));
-  Backprop bp(rec, loss.device());
+std::vector<Tensor> append_vjp(Recording& rec, const std::vector<Tensor>& outputs,
+                               const std::vector<Tensor>& cotangents, const std::vector<Tensor>& wrt) {
+  KILN_CHECK(outputs.size() == cotangents.size(), "append_vjp: ", outputs.size(), " outputs but ",
+             cotangents.size(), " cotangents");
+  Device device = outputs.empty() ? kCPU : outputs[0].device();
+  Backprop bp(rec, device);
   size_t end = rec.graph.nodes().size();
-  bp.seed(rec.value_of(loss), ones_like(loss));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!cotangents[i].defined()) continue;
+    KILN_CHECK(cotangents[i].type() == outputs[i].type(), "append_vjp: cotangent ", i, " is ",
+               ir::to_string(cotangents[i].type()), " for an output of type ",
+               ir::to_string(outputs[i].type()));
+    bp.seed(rec.value_of(outputs[i]), cotangents[i]);
+  }
   bp.run(0, end);
   std::vector<Tensor> grads;
   for (const Tensor& w : wrt) {
@@ -126,6 +137,13 @@ std::vector<Tensor> append_backward(Recording& rec, const Tensor& loss, const st
     grads.push_back(g.defined() ? g : zeros_like(w));
   }
   return grads;
+}
+
+std::vector<Tensor> append_backward(Recording& rec, const Tensor& loss, const std::vector<Tensor>& wrt) {
+  KILN_CHECK(loss.numel() == 1 && is_floating(loss.dtype()),
+             "the differentiated function's first result must be a floating scalar (the loss); "
+             "got ", ir::to_string(loss.type()));
+  return append_vjp(rec, {loss}, {ones_like(loss)}, wrt);
 }
 
 std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn fn,

@@ -43,4 +43,10 @@ std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn 
 // Returns one pending tensor per `wrt` (undefined where no gradient exists).
 std::vector<Tensor> append_backward(Recording& rec, const Tensor& loss, const std::vector<Tensor>& wrt);
 
+// The vector-Jacobian product: appends to `rec` the gradient with respect
+// to `wrt` of sum_i <outputs[i], cotangents[i]> (undefined cotangents are
+// skipped). Same contract as append_backward.
+std::vector<Tensor> append_vjp(Recording& rec, const std::vector<Tensor>& outputs,
+                               const std::vector<Tensor>& cotangents, const std::vector<Tensor>& wrt);
+
 }  // namespace kiln

@@ -84,6 +84,7 @@ Tensor TransformerModel::forward(const Tensor& ids, const ForwardOptions& option
     KILN_CHECK(!t->defined() || (t->rank() == 2 && t->dim(0) == B && t->dim(1) == S),
                "model: doc_ids and positions must be [", B, ", ", S, "] like ids, got ",
                t->shape());
+  KILN_CHECK(!options.scan_layers, "compile.scan_layers is being built: set it to false");
   Tensor x = embed_tokens.forward(ids);
   RopeTables rope = rotary.tables(S, x.dtype(), options.positions);
   for (size_t l = 0; l < layers.size(); ++l) {

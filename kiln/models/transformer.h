@@ -31,6 +31,10 @@ struct ForwardOptions {
   // i32/i64 [B, S]: rotary positions (default 0..S-1 in every row), e.g.
   // restarting at each packed document. Must be below the config's seq_len.
   Tensor positions;
+  // Run the decoder stack as one scan over stacked per-layer weights (one
+  // loop body however deep the model; kiln/autograd/scan.h) instead of
+  // unrolled layer by layer. Same results, bit for bit.
+  bool scan_layers = false;
 };
 
 class TransformerBlock : public nn::Module {

@@ -1,5 +1,7 @@
 #include "kiln/runtime/executable.h"
 
+#include <cstring>
+
 #include "kiln/base/error.h"
 #include "kiln/compiler/memory_plan.h"
 #include "kiln/runtime/backend.h"
@@ -32,6 +34,31 @@ struct Executable::Impl {
   std::vector<int> output_value_index;   // per graph output: its first position (deduplicated)
   std::vector<int> donated_input;        // per graph output: the input whose buffer it takes, or -1
 };
+
+namespace {
+
+// Every kernel launch of the program, in order, over the resolved buffers.
+void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs) {
+  std::vector<TensorRef> in, out;
+  for (const Step& s : impl.steps) {
+    in.clear();
+    out.clear();
+    for (ir::ValueId v : s.in) in.push_back(refs[v]);
+    bool empty = true;
+    for (ir::ValueId v : s.out) {
+      out.push_back(refs[v]);
+      empty = empty && refs[v].numel() == 0;
+    }
+    if (empty && !out.empty()) continue;
+    try {
+      s.kernel->fn(KernelArgs{in, out, s.attrs, *s.op});
+    } catch (const std::exception& e) {
+      fail("in a compiled program, ", s.text, ": ", e.what());
+    }
+  }
+}
+
+}  // namespace
 
 Executable::Executable(ir::Graph g, Device device, const std::vector<std::pair<int, int>>& donations)
     : graph_(std::move(g)), device_(device), impl_(std::make_unique<Impl>()) {
@@ -132,28 +159,40 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
   for (const Tensor& t : outs) keep.push_back(t.impl().storage);
 
   const Impl* impl = impl_.get();
-  auto task = [impl, refs = std::move(refs), keep = std::move(keep)] {
-    std::vector<TensorRef> in, out;
-    for (const Step& s : impl->steps) {
-      in.clear();
-      out.clear();
-      for (ir::ValueId v : s.in) in.push_back(refs[v]);
-      bool empty = true;
-      for (ir::ValueId v : s.out) {
-        out.push_back(refs[v]);
-        empty = empty && refs[v].numel() == 0;
-      }
-      if (empty && !out.empty()) continue;
-      try {
-        s.kernel->fn(KernelArgs{in, out, s.attrs, *s.op});
-      } catch (const std::exception& e) {
-        fail("in a compiled program, ", s.text, ": ", e.what());
-      }
-    }
-  };
+  auto task = [impl, refs = std::move(refs), keep = std::move(keep)] { launch_all(*impl, refs); };
   backend(device_).queue(device_.index).enqueue(std::move(task), "compiled program");
   if (eager_mode() == EagerMode::debug) synchronize(device_);
   return outs;
+}
+
+void Executable::run_inline(std::span<const TensorRef> inputs,
+                            std::span<const TensorRef> outputs) const {
+  KILN_CHECK(inputs.size() == graph_.inputs().size() && outputs.size() == graph_.outputs().size(),
+             "compiled program takes ", graph_.inputs().size(), " inputs and ",
+             graph_.outputs().size(), " outputs, got ", inputs.size(), " and ", outputs.size());
+  KILN_CHECK(stats_.donated.empty(), "run_inline: a program with donated inputs");
+  Storage arena(device_, size_t(std::max<int64_t>(stats_.arena_bytes, 1)));
+  std::vector<TensorRef> refs(graph_.values().size());
+  for (size_t v = 0; v < refs.size(); ++v) {
+    const ir::TypeInfo& t = graph_.type(ir::ValueId(v));
+    const Slot& s = impl_->slots[v];
+    void* data = s.kind == Slot::input    ? inputs[size_t(s.where)].data
+                 : s.kind == Slot::output ? outputs[size_t(s.where)].data
+                                          : static_cast<char*>(arena.data) + s.where;
+    refs[v] = {data, t.dtype, t.shape, contiguous_strides(t.shape)};
+  }
+  launch_all(*impl_, refs);
+  // Outputs that are an input, or repeat an earlier output, were not written.
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    ir::ValueId v = graph_.outputs()[o];
+    const void* from = impl_->slots[v].kind == Slot::input ? refs[v].data
+                       : impl_->output_value_index[o] != int(o)
+                           ? outputs[size_t(impl_->output_value_index[o])].data
+                           : nullptr;
+    if (from)
+      std::memcpy(outputs[o].data, from,
+                  size_t(graph_.type(v).shape.numel()) * itemsize(graph_.type(v).dtype));
+  }
 }
 
 ir::Graph prepare_for_device(const ir::Graph& g, Device device) {

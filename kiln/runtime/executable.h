@@ -31,11 +31,16 @@ class Executable {
   ~Executable();
 
   std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  // Runs the program on the calling thread, now, over caller-owned dense
+  // buffers (`outputs` must not alias `inputs`): how a kernel that runs a
+  // program of its own (scan's loop body) calls it from the device queue.
+  void run_inline(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) const;
   const ir::Graph& graph() const { return graph_; }
   const ExecutableStats& stats() const { return stats_; }
 
+  struct Impl;  // the resolved launches and buffer slots (executable.cc)
+
  private:
-  struct Impl;
   ir::Graph graph_;
   Device device_;
   ExecutableStats stats_;

@@ -112,6 +112,7 @@ std::vector<Field> fields(TrainConfig& c) {
 
       {"compile", "enable", &c.compile.enable},
       {"compile", "graph_trainer", &c.compile.graph_trainer},
+      {"compile", "scan_layers", &c.compile.scan_layers},
 
       {"parallelism", "data_parallel_replicate_degree",
        &c.parallelism.data_parallel_replicate_degree},

@@ -128,10 +128,14 @@ struct MetricsSection {
 //                  backward run as compiled programs, one per block shape,
 //                  shared by every layer through the program cache;
 //   graph_trainer  the whole step (forward, loss, backward, clipping, AdamW)
-//                  as one program, parameters and optimizer state donated.
+//                  as one program, parameters and optimizer state donated;
+//   scan_layers    the decoder stack as one loop body over stacked
+//                  per-layer weights, so compile time and program size do
+//                  not grow with depth.
 struct CompileSection {
   bool enable = false;
   bool graph_trainer = false;
+  bool scan_layers = false;
 };
 
 // Mesh degrees as in TorchTitan (-1: whatever the others leave). The

@@ -62,6 +62,7 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
         nn::ParameterScope scope(
             model_, policy_.compute_params(std::vector<Tensor>(a.begin(), a.begin() + long(np))));
         ForwardOptions fo;
+        fo.scan_layers = options_.scan_layers;
         if (doc_mask) fo.doc_ids = a[np + 2], fo.positions = a[np + 3];
         return std::vector<Tensor>{model_.forward(a[np], a[np + 1], fo).loss};
       },

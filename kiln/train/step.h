@@ -33,6 +33,7 @@ struct StepOptions {
   double max_norm = 1.0;        // <= 0: no clipping (the norm is still computed)
   // Which activations the backward recomputes (activation_checkpoint.mode).
   compiler::RematPolicy remat = compiler::RematPolicy::none;
+  bool scan_layers = false;  // the decoder stack as one scan (compile.scan_layers)
 };
 
 // What a step is expected to hold at its peak, from a trace of the step

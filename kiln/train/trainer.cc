@@ -240,6 +240,7 @@ void Run::setup_model() {
   step_options.document_mask = c_.data.document_mask;
   step_options.max_norm = c_.training.max_norm;
   step_options.remat = compiler::parse_remat_policy(c_.activation_checkpoint.mode);
+  step_options.scan_layers = c_.compile.scan_layers;
   step_ = std::make_unique<TrainStep>(*model_, policy_, *adamw_, step_options);
 }
 
