@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 # ccache keys on paths relative to the checkout, so a fresh clone (as CI
 # makes) reuses what an earlier build compiled.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# ctest runs tests side by side: idle OpenMP threads (kiln's, torch's) must
+# sleep, not spin on the cores the other tests need.
+export OMP_WAIT_POLICY=passive
 jobs=$(nproc)
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

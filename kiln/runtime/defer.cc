@@ -1,6 +1,7 @@
 #include "kiln/runtime/defer.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/dispatch.h"
@@ -123,6 +124,17 @@ class DeferContext final : public Context {
     options.passes = default_pass_options();
     std::shared_ptr<const Executable> exe = get_executable(rec->graph, device_, options);
     std::vector<Tensor> results = exe->run(rec->captured);
+    // Pending tensors are distinct buffers, as in strict mode, but the
+    // program may return one value for several of them (CSE merged equal
+    // values) or an input as an output (simplify forwarded it): an in-place
+    // write into one would then show in the other. Copy such outputs.
+    std::unordered_set<const Storage*> taken;
+    for (const Tensor& c : rec->captured) taken.insert(c.impl().storage.get());
+    for (Tensor& r : results)
+      if (!taken.insert(r.impl().storage.get()).second) {
+        EagerModeGuard strict(EagerMode::strict);
+        r = apply1(KILN_OP("copy"), {r});
+      }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const TensorImpl& r = results[i].impl();
       TensorImpl& impl = *outputs[i];

@@ -29,6 +29,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/random.h"
 #include "tests/support/model_configs.h"
+#include "tests/support/python.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -57,18 +58,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
-// Runs hf_models.py with `args`; fails the test with its output on error.
-::testing::AssertionResult run_oracle(const std::string& args, const std::string& log) {
-  std::string cmd = cat("\"", KILN_PYTHON, "\" \"", KILN_SOURCE_DIR,
-                        "/tests/oracle/hf_models.py\" ", args, " > \"", log, "\" 2>&1");
-  int rc = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::string out((std::istreambuf_iterator<char>(in)), {});
-  std::cout << out;
-  if (rc == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "`" << cmd << "` failed (status " << rc << "):\n" << out;
-}
 
 struct Diff {
   double max_abs = 0, max_ref = 0;
@@ -172,7 +161,8 @@ class HfInterop : public ::testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    made_ = run_oracle(cat("make --out \"", *dir_ / "", "\""), *dir_ / "make.log");
+    made_ = test::run_oracle_script("hf_models.py", cat("make --out \"", *dir_ / "", "\""),
+                                    *dir_ / "make.log");
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -270,7 +260,7 @@ TEST(HfInteropReverse, KilnToTransformers) {
         {{"input_ids", ids}, {"position_ids", at.positions}, {"logits", logits}, {"loss", loss}});
     pairs += cat(" --pair \"", dir, "/model\" \"", dir, "/kiln_out.safetensors\"");
   }
-  EXPECT_TRUE(run_oracle("check" + pairs, tmp / "check.log"));
+  EXPECT_TRUE(test::run_oracle_script("hf_models.py", "check" + pairs, tmp / "check.log"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Debug, HfInterop, ::testing::ValuesIn(kCases),

@@ -129,13 +129,20 @@ def topk_gap(model, ids, positions):
     return gap
 
 
-def make(case, out_dir):
-    os.makedirs(out_dir, exist_ok=True)
+def build_model(case):
+    """The case's f32 model with seeded random weights (randomize), and the
+    generator, to draw further data from."""
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
-    config = build_config(case)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, **EAGER)
+    model = AutoModelForCausalLM.from_config(build_config(case), dtype=torch.float32, **EAGER)
     randomize(model, gen)
+    return model, gen
+
+
+def make(case, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    model, gen = build_model(case)
+    config = model.config
     model.eval()
     hf_dir = os.path.join(out_dir, "hf")
     # Small shards for the Llama case, so that kiln reads a sharded directory.

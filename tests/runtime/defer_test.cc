@@ -148,5 +148,29 @@ TEST(Defer, ShapeErrorsAreImmediate) {
   EXPECT_THROW(add(zeros({2}), zeros({3})), Error);  // shape errors stay immediate
 }
 
+// A flushed region may compute one value for several pending tensors (CSE)
+// or pass an input through; each tensor must still own its buffer, as in
+// strict mode, so an in-place write into one never shows in another.
+TEST(Defer, EqualPendingTensorsStayDistinctBuffers) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  Tensor a = ones({4}), b = ones({4});
+  a.copy_(from_vector<float>({1, 2, 3, 4}, {4}));
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
+
+  Tensor x = from_vector<float>({1, 2, 3, 4}, {4});
+  Tensor e = x * 2.0, f = x * 2.0;
+  e.copy_(zeros({4}));
+  EXPECT_EQ(f.to_vector<float>(), (std::vector<float>{2, 4, 6, 8}));
+}
+
+TEST(Defer, AnIdentityResultDoesNotAliasItsInput) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  Tensor x = from_vector<float>({1, 1, 1, 1}, {4});
+  x.to_vector<float>();
+  Tensor y = x * 1.0;  // simplify forwards x
+  y.copy_(from_vector<float>({7, 7, 7, 7}, {4}));
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace kiln
