@@ -1,9 +1,11 @@
 #include "kiln/models/transformer.h"
 
+#include "kiln/autograd/scan.h"
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused_kernels.h"
 #include "kiln/ops/matmul.h"
+#include "kiln/ops/shape.h"
 #include "kiln/runtime/region.h"
 
 namespace kiln {
@@ -84,9 +86,9 @@ Tensor TransformerModel::forward(const Tensor& ids, const ForwardOptions& option
     KILN_CHECK(!t->defined() || (t->rank() == 2 && t->dim(0) == B && t->dim(1) == S),
                "model: doc_ids and positions must be [", B, ", ", S, "] like ids, got ",
                t->shape());
-  KILN_CHECK(!options.scan_layers, "compile.scan_layers is being built: set it to false");
   Tensor x = embed_tokens.forward(ids);
   RopeTables rope = rotary.tables(S, x.dtype(), options.positions);
+  if (options.scan_layers) return norm.forward(scan_layers(x, rope, options.doc_ids, routing));
   for (size_t l = 0; l < layers.size(); ++l) {
     nn::Routing r;
     RegionGuard region(cat("layers.", l));  // per-block compile and remat work block by block
@@ -94,6 +96,62 @@ Tensor TransformerModel::forward(const Tensor& ids, const ForwardOptions& option
     if (routing && layers[l].is_moe()) routing->push_back(std::move(r));
   }
   return norm.forward(x);
+}
+
+// The decoder stack as one scan: the body is layer 0's block run with the
+// iteration's slice of every parameter stacked over the layers, so one body
+// serves every layer (which must therefore all have the same parameters).
+Tensor TransformerModel::scan_layers(const Tensor& x, const RopeTables& rope,
+                                     const Tensor& doc_ids,
+                                     std::vector<nn::Routing>* routing) const {
+  std::vector<std::vector<Tensor>> per_param;  // [parameter][layer]
+  for (size_t l = 0; l < layers.size(); ++l) {
+    auto params = layers[l].named_parameters();
+    KILN_CHECK(l == 0 || params.size() == per_param.size(), "compile.scan_layers: layer ", l,
+               " has ", params.size(), " parameters but layer 0 has ", per_param.size(),
+               " (dense and MoE layers mixed?): every layer must be the same; set "
+               "--compile.scan_layers=false");
+    per_param.resize(params.size());
+    for (size_t k = 0; k < params.size(); ++k) {
+      KILN_CHECK(l == 0 || params[k].second->type() == layers[0].parameters()[k].type(),
+                 "compile.scan_layers: parameter ", params[k].first, " of layer ", l, " is ",
+                 ir::to_string(params[k].second->type()), ", unlike layer 0's: every layer must "
+                 "be the same; set --compile.scan_layers=false");
+      per_param[k].push_back(*params[k].second);
+    }
+  }
+  // concat + reshape (not L unsqueezes): two nodes per parameter however deep.
+  std::vector<Tensor> stacked;
+  const int64_t n_layers = int64_t(layers.size());
+  for (const auto& p : per_param) {
+    Shape shape = p[0].shape();
+    shape.insert(0, n_layers);
+    stacked.push_back(concat(p, 0).reshape(shape));
+  }
+  std::vector<Tensor> invariants{rope.cos, rope.sin};
+  if (doc_ids.defined()) invariants.push_back(doc_ids);
+
+  const bool moe = layers[0].is_moe();
+  const size_t np = stacked.size();
+  // ParameterScope swaps layer 0's parameters for the body's and restores them.
+  auto& block = const_cast<TransformerBlock&>(layers[0]);
+  ScanResult r = scan(
+      [&](const std::vector<Tensor>& a) {
+        nn::ParameterScope scope(block, std::vector<Tensor>(a.begin() + 1, a.begin() + 1 + long(np)));
+        RopeTables iteration_rope{a[np + 1], a[np + 2]};
+        Tensor doc = doc_ids.defined() ? a[np + 3] : Tensor();
+        nn::Routing rt;
+        std::vector<Tensor> out{block.forward(a[0], iteration_rope, doc, &rt)};
+        if (moe) out.insert(out.end(), {rt.probs, rt.indices, rt.weights, rt.counts});
+        return out;
+      },
+      {x}, stacked, invariants);
+  if (moe && routing)
+    for (int64_t l = 0; l < int64_t(layers.size()); ++l) {
+      auto layer_slice = [&](size_t k) { return r.ys[k].slice(0, l, l + 1).squeeze(0); };
+      routing->push_back({layer_slice(0), layer_slice(1), layer_slice(2), layer_slice(3)});
+    }
+  return r.carries[0];
 }
 
 CausalLM::CausalLM(const ModelConfig& c, DType dtype) : model(validated(c), dtype), config_(c) {

@@ -64,6 +64,11 @@ class TransformerModel : public nn::Module {
   nn::ModuleList<TransformerBlock> layers;
   nn::RMSNorm norm;
   nn::RotaryEmbedding rotary;
+
+ private:
+  // The layers as one scan over their stacked parameters (scan_layers).
+  Tensor scan_layers(const Tensor& x, const RopeTables& rope, const Tensor& doc_ids,
+                     std::vector<nn::Routing>* routing) const;
 };
 
 struct LMOutput {

@@ -29,14 +29,13 @@ const OpDef& kConcat = declare({
       }
       return std::vector<TypeInfo>{{in[0].dtype, out}};
     },
+    // One split node, however many inputs (scan's stacked weights have one per layer).
     .vjp = [](VjpCall& c) {
-      Tensor g = c.cot(0);
-      int64_t axis = c.attrs.i("axis"), start = 0;
-      for (size_t i = 0; i < c.inputs.size(); ++i) {
-        int64_t n = c.inputs[i].dim(axis);
-        c.grads[i] = g.slice(axis, start, start + n);
-        start += n;
-      }
+      int64_t axis = c.attrs.i("axis");
+      std::vector<int64_t> sizes;
+      for (const Tensor& in : c.inputs) sizes.push_back(in.dim(axis));
+      std::vector<Tensor> pieces = split(c.cot(0), sizes, axis);
+      for (size_t i = 0; i < pieces.size(); ++i) c.grads[i] = pieces[i];
     },
 });
 

@@ -59,13 +59,20 @@ CompiledFunction compile(TensorFn fn, CompileOptions options) {
   return CompiledFunction(std::move(fn), std::move(options));
 }
 
-std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<Tensor>& args) {
+std::vector<ir::TypeInfo> types_of(const std::vector<Tensor>& tensors) {
+  std::vector<ir::TypeInfo> types;
+  for (const Tensor& t : tensors) types.push_back(t.type());
+  return types;
+}
+
+std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<ir::TypeInfo>& types,
+                                 Device device) {
   auto rec = Recording::create();
   std::vector<Tensor> placeholders;
-  for (const Tensor& a : args) {
-    ir::ValueId v = rec->graph.add_input(a.type());
+  for (const ir::TypeInfo& t : types) {
+    ir::ValueId v = rec->graph.add_input(t);
     rec->captured.push_back(Tensor());  // fed by the caller
-    placeholders.push_back(rec->tensor(v, a.device()));
+    placeholders.push_back(rec->tensor(v, device));
   }
   std::vector<Tensor> outs;
   {
@@ -90,7 +97,7 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
   if (it != entries_.end()) return *it->second;
 
   auto e = std::make_shared<Entry>();
-  e->rec = trace(fn_, args);
+  e->rec = trace(fn_, types_of(args), args.empty() ? kCPU : args[0].device());
   e->num_args = args.size();
   const std::vector<ir::ValueId>& outs = e->rec->graph.outputs();
 

@@ -51,10 +51,13 @@ class CompiledFunction {
 CompiledFunction compile(TensorFn fn, CompileOptions options = {});
 
 class Recording;
-// Traces `fn` without running anything: graph inputs 0..n-1 stand for
-// `args` (the recording's captured[i] is left empty for them); tensors fn
-// reads from its closure become further inputs, captured. The graph's
-// outputs are fn's results.
-std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<Tensor>& args);
+// Traces `fn` without running anything: graph inputs 0..n-1 are
+// placeholders of `types` on `device` (the recording's captured[i] is left
+// empty for them); tensors fn reads from its closure become further inputs,
+// captured. The graph's outputs are fn's results.
+std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<ir::TypeInfo>& types,
+                                 Device device);
+// The types of `tensors`, for trace().
+std::vector<ir::TypeInfo> types_of(const std::vector<Tensor>& tensors);
 
 }  // namespace kiln

@@ -117,7 +117,8 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
                                           const optim::AdamWState& state,
                                           const std::vector<data::Batch>& batches) const {
   std::vector<Tensor> args = step_args(masters, state, batches, 0.0);
-  auto rec = trace([this](const std::vector<Tensor>& a) { return step_function(a); }, args);
+  auto rec = trace([this](const std::vector<Tensor>& a) { return step_function(a); },
+                   types_of(args), args[0].device());
   ir::Graph g = prepare_for_device(rec->graph, args[0].device());
   if (options_.rung == Rung::graph_trainer) g = compiler::optimize(g, default_pass_options());
   MemoryEstimate e;

@@ -1,6 +1,7 @@
 // The execution ladder as a user runs it: the same recipe for 20 steps under
-// strict eager, defer_and_fuse, per-block compile and the graph trainer
-// gives bit-identical losses and gradient norms for every model family
+// strict eager, defer_and_fuse, per-block compile and the graph trainer,
+// and with the layers as a scan (eager and in the graph trainer), gives
+// bit-identical losses and gradient norms for every model family
 // (deterministic kernels; the rungs run the same step function, and the
 // compiler's passes keep bits). With the fused kernels switched on (flash
 // attention, fused linear cross-entropy, grouped MoE matmul) the rungs still
@@ -64,6 +65,8 @@ const std::vector<std::pair<std::string, std::string>> kRungs = {
     {"defer_and_fuse", "--runtime.eager_mode defer_and_fuse"},
     {"per_block_compile", "--compile.enable"},
     {"graph_trainer", "--compile.graph_trainer"},
+    {"scan_strict", "--compile.scan_layers"},
+    {"scan_graph_trainer", "--compile.scan_layers --compile.graph_trainer"},
 };
 
 const char* kFused = " --override attention=flash --override loss=fused_ce --override moe=grouped";

@@ -739,6 +739,7 @@ EXCLUDED = {
     "rms_norm_backward": "tested through the forward op's gradient",
     "rope_backward": "tested through the forward op's gradient",
     "silu_mul_backward": "tested through the forward op's gradient",
+    "scan": "control flow: tests/autograd/scan_test checks it against the unrolled loop",
     "optimization_barrier": "the identity: tests/compiler/remat_test checks it and its gradient",
     "fused": "made by the compiler, not users: tests/compiler checks it against the ops it fuses",
 }
