@@ -7,15 +7,6 @@
 
 namespace kiln::dist {
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::avg: return "avg";
-  }
-  return "sum";
-}
-
 const char* collective_name(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::all_reduce: return "all_reduce";

@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "kiln/base/dtype.h"
+#include "kiln/base/reduce_op.h"
 #include "kiln/dist/work.h"
 
 namespace kiln::dist {
 
-enum class ReduceOp { sum, max, avg };
-const char* reduce_op_name(ReduceOp op);
+using kiln::ReduceOp;
 
 enum class CollectiveKind : uint8_t {
   all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, barrier, send, recv

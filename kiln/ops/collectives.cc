@@ -9,15 +9,6 @@ namespace kiln {
 namespace ops {
 namespace {
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::avg: return "avg";
-  }
-  return "sum";
-}
-
 // Every collective names its group: the mesh axis and its size.
 std::vector<ir::AttrSpec> group_attrs(std::vector<ir::AttrSpec> own) {
   own.push_back({"mesh_axis", AttrKind::string, std::nullopt});
@@ -202,7 +193,7 @@ const OpDef& kReduce = declare({
 
 Tensor all_reduce(const Tensor& x, const MeshAxis& axis, ReduceOp op) {
   ir::Attrs a = ops::group_attrs_of(axis);
-  a.set("op", std::string(ops::reduce_op_name(op)));
+  a.set("op", std::string(reduce_op_name(op)));
   return apply1(ops::kAllReduce, {x}, a);
 }
 
@@ -215,7 +206,7 @@ Tensor all_gather(const Tensor& x, int64_t gather_dim, const MeshAxis& axis) {
 Tensor reduce_scatter(const Tensor& x, int64_t scatter_dim, const MeshAxis& axis, ReduceOp op) {
   ir::Attrs a = ops::group_attrs_of(axis);
   a.set("scatter_dim", scatter_dim);
-  a.set("op", std::string(ops::reduce_op_name(op)));
+  a.set("op", std::string(reduce_op_name(op)));
   return apply1(ops::kReduceScatter, {x}, a);
 }
 

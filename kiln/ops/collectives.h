@@ -7,6 +7,7 @@
 #pragma once
 #include <string>
 
+#include "kiln/base/reduce_op.h"
 #include "kiln/runtime/tensor.h"
 
 namespace kiln {
@@ -17,7 +18,6 @@ struct MeshAxis {
   int64_t size = 1;
 };
 
-enum class ReduceOp { sum, max, avg };
 
 // Every rank gets op(x of every rank). max has no gradient.
 Tensor all_reduce(const Tensor& x, const MeshAxis& axis, ReduceOp op = ReduceOp::sum);

@@ -61,17 +61,7 @@ void expect_same(const ValueAndGrad& a, const ValueAndGrad& b, const char* what)
 }
 
 ir::Graph traced(RematPolicy p) {
-  auto args = stack_args(8, 16);
-  auto rec = Recording::create();
-  std::vector<Tensor> ph;
-  for (const Tensor& t : args) ph.push_back(rec->tensor(rec->capture(t), t.device()));
-  ContextGuard guard(std::make_shared<TraceContext>(rec));
-  std::vector<Tensor> out = stack_loss(ph);
-  std::vector<Tensor> grads = append_backward(*rec, out[0], ph);
-  std::vector<ir::ValueId> ids{rec->value_of(out[0])};
-  for (const Tensor& g : grads) ids.push_back(rec->value_of(g));
-  rec->graph.set_outputs(ids);
-  return compiler::rematerialize(rec->graph, p);
+  return compiler::rematerialize(test::trace_loss_and_grads(stack_loss, stack_args(8, 16))->graph, p);
 }
 
 // The forward values of region `name` that its backward reads.

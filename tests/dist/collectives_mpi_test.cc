@@ -14,9 +14,12 @@
 
 #include "kiln/base/error.h"
 #include "kiln/dist/world.h"
+#include "tests/support/support.h"
 
 namespace kiln::dist {
 namespace {
+
+using test::expect_error;
 
 using namespace std::chrono_literals;
 
@@ -264,15 +267,6 @@ TEST(Collectives, CallsReturnAtOnceAndOverlapWithCompute) {
   EXPECT_EQ(y, std::vector<float>(64, float(w.size())));
   EXPECT_EQ(z, std::vector<float>(z.size(), 1.0f));
   EXPECT_EQ(b, std::vector<float>(8, 0.0f));
-}
-
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << part;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 TEST(Collectives, ArgumentErrorsAreRaisedAtTheCall) {

@@ -10,9 +10,12 @@
 #include "kiln/dist/world.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/compile.h"
+#include "tests/support/support.h"
 
 namespace kiln::dist {
 namespace {
+
+using test::expect_error;
 
 using namespace std::chrono_literals;
 
@@ -44,15 +47,6 @@ void expect_equal(const Tensor& got, const Tensor& want, const std::string& what
   EXPECT_EQ(got.shape(), want.shape()) << what;
   EXPECT_EQ(got.dtype(), want.dtype()) << what;
   EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>()) << what;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << part;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 TEST(CollectiveKernels, AllGatherThenReduceScatterGivesNTimesX) {

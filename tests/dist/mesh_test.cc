@@ -9,18 +9,12 @@
 
 #include "kiln/base/error.h"
 #include "kiln/dist/world.h"
+#include "tests/support/support.h"
 
 namespace kiln::dist {
 namespace {
 
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << part;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 std::vector<int> one_host(int n) { return std::vector<int>(size_t(n), 0); }
 

@@ -13,9 +13,12 @@
 #include "kiln/ops/reduction.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/recording.h"
+#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
+
+using test::expect_error;
 
 const MeshAxis kDp{"dp", 4};
 
@@ -51,15 +54,6 @@ TEST(Collectives, DeclaredWithSideEffectsAndCollectiveFusion) {
     EXPECT_EQ(op.fusion, ir::FusionClass::collective) << name;
     EXPECT_TRUE(bool(op.vjp)) << name;
     EXPECT_FALSE(bool(op.composite)) << name;
-  }
-}
-
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << part;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 

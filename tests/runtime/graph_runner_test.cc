@@ -43,16 +43,7 @@ std::vector<Tensor> stack_args() {
 }
 
 std::shared_ptr<Recording> trace(const std::vector<Tensor>& args) {
-  auto rec = Recording::create();
-  std::vector<Tensor> ph;
-  for (const Tensor& t : args) ph.push_back(rec->tensor(rec->capture(t), t.device()));
-  ContextGuard guard(std::make_shared<TraceContext>(rec));
-  std::vector<Tensor> out = stack_loss(ph);
-  std::vector<Tensor> grads = append_backward(*rec, out[0], ph);
-  std::vector<ir::ValueId> ids{rec->value_of(out[0])};
-  for (const Tensor& g : grads) ids.push_back(rec->value_of(g));
-  rec->graph.set_outputs(ids);
-  return rec;
+  return test::trace_loss_and_grads(stack_loss, args);
 }
 
 TEST(Regions, TracedNodesAndTheirBackwardCarryTheRegion) {

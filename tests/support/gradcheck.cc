@@ -5,6 +5,8 @@
 #include "kiln/autograd/grad.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/runtime/compile.h"
+#include "kiln/runtime/recording.h"
 #include "tests/support/support.h"
 
 namespace kiln::test {
@@ -50,6 +52,21 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double lo, 
     if (!close) return ::testing::AssertionFailure() << "argument " << i << ": " << close.message();
   }
   return ::testing::AssertionSuccess();
+}
+
+std::shared_ptr<Recording> trace_loss_and_grads(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& args) {
+  auto rec = trace(
+      [&](const std::vector<Tensor>& a) {
+        ValueAndGrad r = value_and_grad(fn)(a);
+        std::vector<Tensor> out{r.values[0]};
+        out.insert(out.end(), r.grads.begin(), r.grads.end());
+        return out;
+      },
+      types_of(args), args.empty() ? kCPU : args[0].device());
+  for (size_t i = 0; i < args.size(); ++i) rec->captured[i] = args[i];
+  return rec;
 }
 
 }  // namespace kiln::test

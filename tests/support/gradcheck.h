@@ -3,9 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "kiln/runtime/tensor.h"
+
+namespace kiln {
+class Recording;
+}
 
 namespace kiln::test {
 
@@ -25,5 +30,12 @@ struct GradCheckOptions {
 ::testing::AssertionResult check_gradients(
     const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& args,
     const GradCheckOptions& options = {});
+
+// The graph value_and_grad(fn) records for `args`, not run: its outputs are
+// fn's loss then the gradient of every arg; its captured[] holds `args`
+// (and any constants), ready for run_graph.
+std::shared_ptr<Recording> trace_loss_and_grads(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& args);
 
 }  // namespace kiln::test

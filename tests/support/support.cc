@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kiln/base/error.h"
 #include "kiln/ir/op.h"
 
 namespace kiln::test {
@@ -32,6 +33,15 @@ namespace kiln::test {
     return ::testing::AssertionFailure() << "shapes differ: " << ir::to_string(a.type()) << " vs "
                                          << ir::to_string(b.type());
   return all_close(a.to_vector<double>(), b.to_vector<double>(), rtol, atol);
+}
+
+void expect_error(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing: " << part;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace kiln::test

@@ -2,6 +2,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "kiln/runtime/tensor.h"
@@ -12,5 +14,8 @@ namespace kiln::test {
 ::testing::AssertionResult all_close(const std::vector<double>& a, const std::vector<double>& b,
                                      double rtol, double atol);
 ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol, double atol);
+
+// Runs `f`, which must throw kiln::Error with `part` in its message.
+void expect_error(const std::function<void()>& f, const std::string& part);
 
 }  // namespace kiln::test
