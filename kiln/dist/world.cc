@@ -10,6 +10,11 @@ namespace kiln::dist {
 
 bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
+int local_ranks() {
+  const char* n = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  return n && std::atoi(n) > 0 ? std::atoi(n) : 1;
+}
+
 std::shared_ptr<ProcessGroup> world() {
   static std::mutex mu;
   static std::shared_ptr<ProcessGroup> w;

@@ -16,5 +16,8 @@ inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 
 bool launched_by_mpirun();
 std::shared_ptr<ProcessGroup> world();
+// The ranks of this run on this host, which share its cores (mpirun sets
+// OMPI_COMM_WORLD_LOCAL_SIZE); 1 without mpirun.
+int local_ranks();
 
 }  // namespace kiln::dist

@@ -23,8 +23,12 @@ Tensor global_norm(const std::vector<Tensor>& grads) {
 }
 
 ClipResult clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
+  return clip_to_norm(grads, global_norm(grads), max_norm);
+}
+
+ClipResult clip_to_norm(const std::vector<Tensor>& grads, const Tensor& norm, double max_norm) {
   ClipResult out;
-  out.norm = global_norm(grads);
+  out.norm = norm;
   if (max_norm <= 0) {
     out.grads = grads;
     return out;

@@ -17,5 +17,8 @@ struct ClipResult {
 
 Tensor global_norm(const std::vector<Tensor>& grads);
 ClipResult clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
+// clip_grad_norm with the norm given: for gradients sharded over ranks,
+// whose global norm combines every rank's part.
+ClipResult clip_to_norm(const std::vector<Tensor>& grads, const Tensor& norm, double max_norm);
 
 }  // namespace kiln::optim

@@ -14,14 +14,23 @@
 #include "kiln/base/error.h"
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_dir.h"
+#include "kiln/ops/shape.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kManifest = "manifest.json";
-constexpr const char* kModelFile = "model.safetensors";
-constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kStems[] = {"model", "optimizer"};
+
+// "model.safetensors" alone; shard i of n > 1: "model-0000<i+1>-of-0000<n>.safetensors".
+std::string shard_file(const char* stem, int64_t i, int64_t n) {
+  if (n == 1) return cat(stem, ".safetensors");
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s-%05lld-of-%05lld.safetensors", stem,
+                static_cast<long long>(i + 1), static_cast<long long>(n));
+  return buf;
+}
 
 // "step-N" -> N; nullopt for anything else (temporary directories included).
 std::optional<int64_t> parse_step_dir(const std::string& name) {
@@ -86,6 +95,23 @@ std::map<std::string, Tensor> read_tensors(const std::string& path) {
   return out;
 }
 
+// The full tensors of n shard files: each tensor's shards concatenated
+// along dim 0, the padding rows dropped.
+std::map<std::string, Tensor> read_sharded(const std::vector<std::string>& paths,
+                                           const nlohmann::json& rows) {
+  if (paths.size() == 1) return read_tensors(paths[0]);
+  std::map<std::string, std::vector<Tensor>> parts;
+  for (const std::string& p : paths)
+    for (auto& [name, t] : read_tensors(p)) parts[name].push_back(t);
+  std::map<std::string, Tensor> out;
+  for (auto& [name, shards] : parts) {
+    KILN_CHECK(shards.size() == paths.size() && rows.contains(name), "sharded checkpoint file '",
+               paths[0], "': tensor '", name, "' is not in every shard with its rows");
+    out.emplace(name, concat(shards, 0).slice(0, 0, rows[name].get<int64_t>()).contiguous());
+  }
+  return out;
+}
+
 void copy_file_atomic(const fs::path& from, const fs::path& to) {
   std::ifstream in(from, std::ios::binary);
   KILN_CHECK(in, "cannot read tokenizer file '", from.string(), "'");
@@ -115,24 +141,56 @@ CheckpointManager::CheckpointManager(std::string folder, int keep_latest)
 std::string CheckpointManager::step_dir_name(int64_t step) { return cat("step-", step); }
 
 std::string CheckpointManager::save(const CheckpointData& data) {
-  KILN_CHECK(data.step >= 0, "checkpoint step must be >= 0, not ", data.step);
+  std::string temp = begin(data.step);
+  return commit(data, {write_shard(temp, data)});
+}
+
+std::string CheckpointManager::begin(int64_t step) {
+  KILN_CHECK(step >= 0, "checkpoint step must be >= 0, not ", step);
   std::error_code ec;
   fs::create_directories(folder_, ec);
   KILN_CHECK(!ec, "cannot create checkpoint folder '", folder_, "': ", ec.message());
   remove_stale_temporaries(folder_);
+  pending_ = std::make_shared<AtomicDir>((fs::path(folder_) / step_dir_name(step)).string());
+  return pending_->temp_path();
+}
 
-  std::string path = (fs::path(folder_) / step_dir_name(data.step)).string();
-  AtomicDir dir(path);
-  fs::path tmp = dir.temp_path();
+ShardDigest CheckpointManager::write_shard(const std::string& temp_dir,
+                                           const CheckpointData& data) const {
+  KILN_CHECK(data.shard_count >= 1 && data.shard_index >= 0 &&
+                 data.shard_index < data.shard_count,
+             "checkpoint: shard ", data.shard_index, " of ", data.shard_count);
   const std::map<std::string, std::string> meta = {{"format", "kiln-checkpoint"},
                                                    {"step", std::to_string(data.step)}};
-  save_safetensors((tmp / kModelFile).string(), data.model, meta);
-  save_safetensors((tmp / kOptimizerFile).string(), data.optimizer, meta);
-  nlohmann::json files = nlohmann::json::object();
-  for (const char* f : {kModelFile, kOptimizerFile}) {
-    FileDigest d = digest((tmp / f).string());
-    files[f] = {{"bytes", d.bytes}, {"xxh64", hex(d.hash)}};
+  ShardDigest out;
+  out.index = data.shard_index;
+  for (const char* stem : kStems) {
+    bool model = stem == kStems[0];
+    std::string path =
+        (fs::path(temp_dir) / shard_file(stem, data.shard_index, data.shard_count)).string();
+    save_safetensors(path, model ? data.model : data.optimizer, meta);
+    FileDigest d = digest(path);
+    (model ? out.model_bytes : out.optimizer_bytes) = d.bytes;
+    (model ? out.model_hash : out.optimizer_hash) = d.hash;
   }
+  return out;
+}
+
+std::string CheckpointManager::commit(const CheckpointData& data,
+                                      const std::vector<ShardDigest>& shards) {
+  KILN_CHECK(pending_, "checkpoint: commit() without begin()");
+  std::shared_ptr<AtomicDir> dir = std::move(pending_);
+  const int64_t n = data.shard_count;
+  nlohmann::json files = nlohmann::json::object();
+  for (const ShardDigest& d : shards) {
+    if (d.index < 0) continue;
+    files[shard_file(kStems[0], d.index, n)] = {{"bytes", d.model_bytes},
+                                                {"xxh64", hex(d.model_hash)}};
+    files[shard_file(kStems[1], d.index, n)] = {{"bytes", d.optimizer_bytes},
+                                                {"xxh64", hex(d.optimizer_hash)}};
+  }
+  KILN_CHECK(int64_t(files.size()) == 2 * n, "checkpoint step ", data.step, ": ",
+             files.size() / 2, " of its ", n, " shards were written");
   nlohmann::json manifest = {{"format", "kiln-checkpoint"},
                              {"version", 1},
                              {"step", data.step},
@@ -142,16 +200,18 @@ std::string CheckpointManager::save(const CheckpointData& data) {
                              {"loader", data.loader},
                              {"rng", data.rng},
                              {"config", data.config}};
+  if (n > 1) manifest["shards"] = {{"count", n}, {"rows", data.full_rows}};
   // Written last: its presence marks the step complete (commit fsyncs it too).
-  write_file_atomic((tmp / kManifest).string(), manifest.dump(2) + "\n");
-  dir.commit();
+  write_file_atomic((fs::path(dir->temp_path()) / kManifest).string(), manifest.dump(2) + "\n");
+  dir->commit();
 
   if (keep_latest_ > 0) {
     auto all = steps();
+    std::error_code ec;
     for (size_t i = 0; i + size_t(keep_latest_) < all.size(); ++i)
       fs::remove_all(fs::path(folder_) / step_dir_name(all[i]), ec);
   }
-  return path;
+  return dir->path();
 }
 
 std::vector<int64_t> CheckpointManager::steps() const {
@@ -204,22 +264,31 @@ LoadedCheckpoint CheckpointManager::load(std::optional<int64_t> step) const {
              "checkpoint manifest '", manifest_path, "' is corrupt: not a kiln checkpoint manifest");
   KILN_CHECK(manifest["step"].get<int64_t>() == *step, "checkpoint manifest '", manifest_path,
              "' is for step ", manifest["step"].get<int64_t>(), ", not ", *step);
-  for (const char* f : {kModelFile, kOptimizerFile}) {
-    std::string path = (fs::path(out.path) / f).string();
-    KILN_CHECK(manifest["files"].contains(f), "checkpoint manifest '", manifest_path,
-               "' does not list '", f, "'");
-    const auto& want = manifest["files"][f];
-    KILN_CHECK(want.is_object() && want.contains("bytes") && want.contains("xxh64"),
-               "checkpoint manifest '", manifest_path, "' has a corrupt entry for '", f, "'");
-    FileDigest d = digest(path);
-    KILN_CHECK(d.bytes == want["bytes"].get<uint64_t>(), "checkpoint file '", path, "' has ",
-               d.bytes, " bytes but its manifest says ", want["bytes"].get<uint64_t>(),
-               " (truncated or replaced)");
-    KILN_CHECK(hex(d.hash) == want["xxh64"].get<std::string>(), "checkpoint file '", path,
-               "' is corrupt: its checksum does not match the manifest");
-  }
-  out.model = read_tensors((fs::path(out.path) / kModelFile).string());
-  out.optimizer = read_tensors((fs::path(out.path) / kOptimizerFile).string());
+  const nlohmann::json shards = manifest.value("shards", nlohmann::json::object());
+  const int64_t n = shards.value("count", int64_t(1));
+  KILN_CHECK(n >= 1 && (n == 1 || shards.contains("rows")), "checkpoint manifest '",
+             manifest_path, "' is corrupt: a bad \"shards\" entry");
+  std::map<std::string, std::vector<std::string>> paths;  // stem -> its shard files
+  for (const char* stem : kStems)
+    for (int64_t i = 0; i < n; ++i) {
+      std::string f = shard_file(stem, i, n);
+      std::string path = (fs::path(out.path) / f).string();
+      paths[stem].push_back(path);
+      KILN_CHECK(manifest["files"].contains(f), "checkpoint manifest '", manifest_path,
+                 "' does not list '", f, "'");
+      const auto& want = manifest["files"][f];
+      KILN_CHECK(want.is_object() && want.contains("bytes") && want.contains("xxh64"),
+                 "checkpoint manifest '", manifest_path, "' has a corrupt entry for '", f, "'");
+      FileDigest d = digest(path);
+      KILN_CHECK(d.bytes == want["bytes"].get<uint64_t>(), "checkpoint file '", path, "' has ",
+                 d.bytes, " bytes but its manifest says ", want["bytes"].get<uint64_t>(),
+                 " (truncated or replaced)");
+      KILN_CHECK(hex(d.hash) == want["xxh64"].get<std::string>(), "checkpoint file '", path,
+                 "' is corrupt: its checksum does not match the manifest");
+    }
+  const nlohmann::json rows = shards.value("rows", nlohmann::json::object());
+  out.model = read_sharded(paths[kStems[0]], rows);
+  out.optimizer = read_sharded(paths[kStems[1]], rows);
   auto section = [&](const char* key) {
     return manifest.contains(key) ? manifest[key] : nlohmann::json::object();
   };

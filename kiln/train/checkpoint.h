@@ -12,9 +12,18 @@
 //
 // Loading verifies sizes and checksums before anything is used: a missing
 // or corrupt file is a kiln::Error naming it.
+//
+// Sharded (SimpleFSDP over N ranks): the tensors are saved as N file pairs
+// model-0000i-of-0000N.safetensors / optimizer-..., each written by the rank
+// holding shard i (rows [i k, (i + 1) k) of every tensor's dim 0 padded to
+// N k), all into one temporary directory that the manifest (listing every
+// file) then publishes. Loading concatenates the shards and drops the
+// padding: a checkpoint comes back as full tensors, which any mesh shards
+// its own way (FSDP 4 -> FSDP 2 -> one rank).
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +33,7 @@
 #include "kiln/ops/random.h"
 
 namespace kiln {
+class AtomicDir;
 class CausalLM;
 }
 
@@ -38,6 +48,16 @@ struct CheckpointData {
   nlohmann::json loader = nlohmann::json::object();           // DataLoader::to_json
   nlohmann::json rng = nlohmann::json::object();              // rng_to_json
   nlohmann::json config = nlohmann::json::object();           // the run's effective config
+  // Sharded: model and optimizer hold shard `shard_index` of `shard_count`,
+  // and full_rows names every tensor's unpadded dim 0.
+  int64_t shard_index = 0, shard_count = 1;
+  std::map<std::string, int64_t> full_rows;
+};
+
+// What one writer wrote: its files' sizes and xxh64 checksums, for the manifest.
+struct ShardDigest {
+  int64_t index = -1;  // the shard; -1: this rank wrote none (a replica)
+  uint64_t model_bytes = 0, model_hash = 0, optimizer_bytes = 0, optimizer_hash = 0;
 };
 
 // Loaded back: tensors by name.
@@ -61,8 +81,18 @@ class CheckpointManager {
 
   // Writes data as step-<data.step> (replacing one of that step), removes
   // stale temporary directories and checkpoints beyond keep_latest.
-  // Returns the checkpoint's path.
+  // Returns the checkpoint's path. One writer: begin, write_shard, commit.
   std::string save(const CheckpointData& data);
+
+  // A save by several writers (processes sharing the folder): one of them
+  // begin()s, which makes the temporary directory and returns its path;
+  // each writer write_shard()s its shard into it; the first commit()s with
+  // every shard's digest (any order), writing the manifest and publishing
+  // the step. Without commit() the temporary directory is removed when this
+  // manager is destroyed (or by a later save, once its process is gone).
+  std::string begin(int64_t step);
+  ShardDigest write_shard(const std::string& temp_dir, const CheckpointData& data) const;
+  std::string commit(const CheckpointData& data, const std::vector<ShardDigest>& shards);
 
   // Steps of the complete checkpoints (step-N directories with a manifest), ascending.
   std::vector<int64_t> steps() const;
@@ -74,6 +104,7 @@ class CheckpointManager {
  private:
   std::string folder_;
   int keep_latest_;
+  std::shared_ptr<AtomicDir> pending_;  // begun, not committed
 };
 
 // Whether to checkpoint after completing `step` (1-based) of `total`:

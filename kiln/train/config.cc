@@ -122,6 +122,8 @@ std::vector<Field> fields(TrainConfig& c) {
       {"parallelism", "pipeline_parallel_degree", &c.parallelism.pipeline_parallel_degree},
       {"parallelism", "expert_parallel_degree", &c.parallelism.expert_parallel_degree},
 
+      {"comm", "timeout_seconds", &c.comm.timeout_seconds},
+
       {"activation_checkpoint",
        "mode",
        &c.activation_checkpoint.mode,
@@ -515,6 +517,8 @@ void finalize(TrainConfig& c) {
         {"pipeline_parallel_degree", p.pipeline_parallel_degree},
         {"expert_parallel_degree", p.expert_parallel_degree}})
     KILN_CONFIG_CHECK(degree >= 1, cat("parallelism.", key), "must be at least 1, got ", degree);
+  KILN_CONFIG_CHECK(c.comm.timeout_seconds > 0, "comm.timeout_seconds", "must be positive, got ",
+                    c.comm.timeout_seconds);
   // The model's own consistency rules (heads, experts, ...) name its fields.
   try {
     resolve_model_config(c).validate();
@@ -575,9 +579,15 @@ ModelConfig resolve_model_config(const TrainConfig& c) {
   return m;
 }
 
-int64_t grad_accum_steps(const TrainConfig& c) {
+int64_t grad_accum_steps(const TrainConfig& c, int64_t dp_degree) {
   const TrainingSection& t = c.training;
-  return t.global_batch_size == -1 ? 1 : t.global_batch_size / t.local_batch_size;
+  if (t.global_batch_size == -1) return 1;
+  const int64_t per_microbatch = t.local_batch_size * dp_degree;
+  KILN_CONFIG_CHECK(t.global_batch_size % per_microbatch == 0, "training.global_batch_size",
+                    t.global_batch_size, " is not a multiple of training.local_batch_size (",
+                    t.local_batch_size, ") x the ", dp_degree,
+                    " data-parallel ranks; choose a multiple of ", per_microbatch);
+  return t.global_batch_size / per_microbatch;
 }
 
 TrainCommandLine parse_train_command_line(const std::vector<std::string>& args) {

@@ -138,8 +138,10 @@ struct CompileSection {
   bool scan_layers = false;
 };
 
-// Mesh degrees as in TorchTitan (-1: whatever the others leave). The
-// trainer runs on one device for now and refuses degrees above 1.
+// Mesh degrees as in TorchTitan (-1: whatever the others leave), for runs
+// started by `mpirun -n N kiln train`: their product is N. The trainer runs
+// data parallelism (dp_replicate x dp_shard: DDP, SimpleFSDP, HSDP) and
+// refuses the other degrees above 1.
 struct ParallelismSection {
   int64_t data_parallel_replicate_degree = 1;
   int64_t data_parallel_shard_degree = -1;
@@ -147,6 +149,13 @@ struct ParallelismSection {
   int64_t context_parallel_degree = 1;
   int64_t pipeline_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
+};
+
+// Communication between the ranks of an mpirun job.
+struct CommSection {
+  // A collective that has not completed after this long fails, naming the
+  // collective, its group and the ranks that did not arrive.
+  double timeout_seconds = 300;
 };
 
 struct ActivationCheckpointSection {
@@ -161,7 +170,8 @@ struct ProfilerSection {
 
 struct RuntimeSection {
   std::string eager_mode = "strict";  // strict | debug | defer_and_fuse
-  int64_t num_threads = 0;            // kernel threads; 0: KILN_NUM_THREADS or all cores
+  // Kernel threads; 0: KILN_NUM_THREADS, else the cores (shared by a host's mpirun ranks).
+  int64_t num_threads = 0;
 };
 
 struct TrainConfig {
@@ -176,6 +186,7 @@ struct TrainConfig {
   MetricsSection metrics;
   CompileSection compile;
   ParallelismSection parallelism;
+  CommSection comm;
   ActivationCheckpointSection activation_checkpoint;
   ProfilerSection profiler;
   RuntimeSection runtime;
@@ -200,8 +211,10 @@ std::string to_toml(const TrainConfig& config);
 // The ModelConfig to build: the registry entry with the model section's
 // changes and the training sequence length.
 ModelConfig resolve_model_config(const TrainConfig& config);
-// Microbatches per optimizer step.
-int64_t grad_accum_steps(const TrainConfig& config);
+// Microbatches per optimizer step when the global batch is split over
+// `dp_degree` data-parallel ranks (training.global_batch_size = local batch
+// x dp_degree x microbatches, as in TorchTitan); kiln::Error when it does not divide.
+int64_t grad_accum_steps(const TrainConfig& config, int64_t dp_degree = 1);
 
 // `kiln train`'s arguments, in order:
 //   --config FILE|NAME, --print-config, --override component=impl,

@@ -25,7 +25,12 @@ size_t batch_width(const StepOptions& o) { return o.document_mask ? 4 : 2; }
 
 TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
                      const optim::AdamW& adamw, StepOptions options)
-    : model_(model), policy_(policy), adamw_(adamw), options_(options) {
+    : model_(model),
+      policy_(policy),
+      adamw_(adamw),
+      options_(options),
+      dist_(options.distribution ? options.distribution
+                                 : std::make_shared<const ParamDistribution>()) {
   KILN_CHECK(options_.microbatches >= 1, "training step: ", options_.microbatches,
              " microbatches; need at least 1");
   if (options_.rung != Rung::graph_trainer) return;
@@ -60,7 +65,8 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   auto loss_and_grads = value_and_grad(
       [&](const std::vector<Tensor>& a) {
         nn::ParameterScope scope(
-            model_, policy_.compute_params(std::vector<Tensor>(a.begin(), a.begin() + long(np))));
+            model_, dist_->compute_params(std::vector<Tensor>(a.begin(), a.begin() + long(np)),
+                                          policy_));
         ForwardOptions fo;
         fo.scan_layers = options_.scan_layers;
         if (doc_mask) fo.doc_ids = a[np + 2], fo.positions = a[np + 3];
@@ -76,12 +82,12 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
     std::vector<Tensor> a = masters;
     a.insert(a.end(), begin + long(next), begin + long(next + width));
     ValueAndGrad r = loss_and_grads(a);
-    results.push_back(r.values[0]);
+    results.push_back(dist_->mean_loss(r.values[0]));
     grads.assign(r.grads.begin(), r.grads.begin() + long(np));
     if (accumulator) accumulator->add(grads);
   }
   if (accumulator) grads = accumulator->take();
-  optim::ClipResult clip = optim::clip_grad_norm(grads, options_.max_norm);
+  optim::ClipResult clip = dist_->clip(dist_->reduce_grads(grads), options_.max_norm);
   grads.clear();
   optim::AdamWUpdate u = adamw_.update(masters, clip.grads, state, scalars);
   results.push_back(clip.norm);
@@ -117,9 +123,7 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
                                           const optim::AdamWState& state,
                                           const std::vector<data::Batch>& batches) const {
   std::vector<Tensor> args = step_args(masters, state, batches, 0.0);
-  auto rec = trace([this](const std::vector<Tensor>& a) { return step_function(a); },
-                   types_of(args), args[0].device());
-  ir::Graph g = prepare_for_device(rec->graph, args[0].device());
+  ir::Graph g = prepare_for_device(graph(masters, state, batches), args[0].device());
   if (options_.rung == Rung::graph_trainer) g = compiler::optimize(g, default_pass_options());
   MemoryEstimate e;
   for (const Tensor& t : args) e.inputs += t.numel() * int64_t(itemsize(t.dtype()));
@@ -131,6 +135,14 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
       donated.push_back({i, int(options_.microbatches) + 1 + i});
   e.computed = compiler::plan_memory(g, donated).peak_bytes;
   return e;
+}
+
+ir::Graph TrainStep::graph(const std::vector<Tensor>& masters, const optim::AdamWState& state,
+                           const std::vector<data::Batch>& batches) const {
+  std::vector<Tensor> args = step_args(masters, state, batches, 0.0);
+  return trace([this](const std::vector<Tensor>& a) { return step_function(a); }, types_of(args),
+               args[0].device())
+      ->graph;
 }
 
 StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state,

@@ -12,7 +12,12 @@
 //   graph trainer   the whole function traced and compiled into one program
 //                   whose parameters and optimizer state are donated, so the
 //                   update happens in place (compile.graph_trainer).
+// On a device mesh the masters and optimizer state are this rank's shards
+// and a ParamDistribution (parallelize.h) adds the collectives: parameter
+// all_gathers and gradient reduce_scatters inside the differentiated
+// function, the replicas' all_reduce, the global norm and the mean loss.
 #pragma once
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -21,6 +26,7 @@
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/mixed_precision.h"
 #include "kiln/runtime/compile.h"
+#include "kiln/train/parallelize.h"
 
 namespace kiln::train {
 
@@ -34,6 +40,8 @@ struct StepOptions {
   // Which activations the backward recomputes (activation_checkpoint.mode).
   compiler::RematPolicy remat = compiler::RematPolicy::none;
   bool scan_layers = false;  // the decoder stack as one scan (compile.scan_layers)
+  // Data parallelism over a mesh; null: one process.
+  std::shared_ptr<const ParamDistribution> distribution;
 };
 
 // What a step is expected to hold at its peak, from a trace of the step
@@ -46,8 +54,8 @@ struct MemoryEstimate {
 };
 
 struct StepResult {
-  double loss = 0;       // mean of the microbatch losses
-  double grad_norm = 0;  // before clipping
+  double loss = 0;       // mean of the microbatch losses (and of the dp ranks)
+  double grad_norm = 0;  // before clipping, over every shard
 };
 
 class TrainStep {
@@ -64,6 +72,10 @@ class TrainStep {
   MemoryEstimate expected_memory(const std::vector<Tensor>& masters,
                                  const optim::AdamWState& state,
                                  const std::vector<data::Batch>& batches) const;
+  // The step function traced on these arguments (nothing runs): what every
+  // rung runs, for the SPMD handshake.
+  ir::Graph graph(const std::vector<Tensor>& masters, const optim::AdamWState& state,
+                  const std::vector<data::Batch>& batches) const;
 
   // The graph trainer's program (after a first run), for inspection.
   const Executable* program() const;
@@ -77,6 +89,7 @@ class TrainStep {
   optim::MixedPrecisionPolicy policy_;
   const optim::AdamW& adamw_;
   StepOptions options_;
+  std::shared_ptr<const ParamDistribution> dist_;  // never null
   std::optional<CompiledFunction> compiled_;
 };
 

@@ -2,9 +2,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <optional>
+#include <thread>
 
 #include "kiln/base/error.h"
 #include "kiln/data/bpe_trainer.h"
@@ -12,6 +14,9 @@
 #include "kiln/data/default_corpus.h"
 #include "kiln/data/loader.h"
 #include "kiln/data/tokenizer.h"
+#include "kiln/dist/mesh.h"
+#include "kiln/dist/spmd_handshake.h"
+#include "kiln/dist/world.h"
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_dir.h"
 #include "kiln/models/transformer.h"
@@ -22,7 +27,9 @@
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/threads.h"
 #include "kiln/train/checkpoint.h"
+#include "kiln/train/distributed_checkpoint.h"
 #include "kiln/train/metrics.h"
+#include "kiln/train/parallelize.h"
 #include "kiln/train/peak.h"
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
@@ -34,6 +41,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Checkpoint names of AdamW's state: "optim.m.<parameter>", "optim.v.<parameter>".
+const std::string kOptimizerPrefix = "optim.";
+
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -42,15 +52,13 @@ double seconds_since(Clock::time_point t) {
 // trainer cannot honour yet: refused up front rather than ignored.
 void check_supported(const TrainConfig& c) {
   const ParallelismSection& p = c.parallelism;
-  for (auto [key, degree] :
-       {std::pair{"data_parallel_replicate_degree", p.data_parallel_replicate_degree},
-        {"data_parallel_shard_degree", p.data_parallel_shard_degree},
-        {"tensor_parallel_degree", p.tensor_parallel_degree},
-        {"context_parallel_degree", p.context_parallel_degree},
-        {"pipeline_parallel_degree", p.pipeline_parallel_degree},
-        {"expert_parallel_degree", p.expert_parallel_degree}})
+  for (auto [key, degree] : {std::pair{"tensor_parallel_degree", p.tensor_parallel_degree},
+                             {"context_parallel_degree", p.context_parallel_degree},
+                             {"pipeline_parallel_degree", p.pipeline_parallel_degree},
+                             {"expert_parallel_degree", p.expert_parallel_degree}})
     KILN_CHECK(degree <= 1, "parallelism.", key, " = ", degree,
-               ": this trainer runs on one device for now; set it to 1 (or -1)");
+               ": this trainer runs data parallelism only for now (data_parallel_replicate_degree"
+               " and data_parallel_shard_degree); set it to 1");
   KILN_CHECK(
       !c.profiler.enable_profiling,
       "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
@@ -121,12 +129,43 @@ RunTokenizer load_or_learn_tokenizer(const TrainConfig& c, const ModelConfig& mc
   return {std::make_unique<Tokenizer>(Tokenizer::from_json_text(r.json, path)), path};
 }
 
+// The run's device mesh, current while the run lasts (the collective
+// kernels find their process groups in it). Under mpirun the world is the
+// MPI job; otherwise this process alone.
+class MeshScope {
+ public:
+  explicit MeshScope(const TrainConfig& c) : previous_(dist::current_mesh()) {
+    std::shared_ptr<dist::ProcessGroup> world = dist::world();
+    world->set_timeout(
+        std::chrono::milliseconds(int64_t(std::ceil(c.comm.timeout_seconds * 1000))));
+    dist::MeshDegrees d;
+    d.data_parallel_replicate_degree = c.parallelism.data_parallel_replicate_degree;
+    d.data_parallel_shard_degree = c.parallelism.data_parallel_shard_degree;
+    d.tensor_parallel_degree = c.parallelism.tensor_parallel_degree;
+    mesh_ = std::make_shared<dist::DeviceMesh>(world, d);
+    dist::set_current_mesh(mesh_);
+  }
+  ~MeshScope() { dist::set_current_mesh(previous_); }
+  MeshScope(const MeshScope&) = delete;
+  MeshScope& operator=(const MeshScope&) = delete;
+
+  const std::shared_ptr<dist::DeviceMesh>& mesh() const { return mesh_; }
+  dist::ProcessGroup& world() const { return mesh_->world(); }
+  bool lead() const { return world().rank() == 0; }  // prints and writes the run's files
+
+ private:
+  std::shared_ptr<dist::DeviceMesh> previous_, mesh_;
+};
+
 class Run {
  public:
-  Run(const TrainConfig& c, std::ostream& out) : c_(c), out_(out) {}
+  // `out` is rank 0's; the other ranks print nothing.
+  Run(const TrainConfig& c, const MeshScope& mesh, std::ostream& out)
+      : c_(c), mesh_(mesh), out_(mesh.lead() ? out : null_out_) {}
   TrainResult go();
 
  private:
+  int agree_on_signal(int sig) const;
   void setup_data();
   void setup_model();
   bool resume();
@@ -136,6 +175,8 @@ class Run {
   void export_hf_model();
 
   const TrainConfig& c_;
+  const MeshScope& mesh_;
+  std::ostream null_out_{nullptr};  // discards (badbit, no buffer)
   std::ostream& out_;
   ModelConfig mc_;
   optim::MixedPrecisionPolicy policy_;
@@ -144,20 +185,37 @@ class Run {
   std::unique_ptr<data::DataLoader> loader_, val_loader_;
   std::unique_ptr<CausalLM> model_;
   std::vector<std::string> names_;
-  std::vector<Tensor> masters_;
+  std::vector<Shape> shapes_;     // the full parameters'
+  std::vector<Tensor> masters_;   // this rank's shards (the full tensors without SimpleFSDP)
+  std::shared_ptr<const ParamDistribution> dist_;
   std::unique_ptr<optim::AdamW> adamw_;
   optim::AdamWState state_;
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::unique_ptr<TrainStep> step_;
   bool memory_reported_ = false;
+  const dist::Handshake handshake_ = dist::handshake_mode();
+  bool handshaken_ = false;
   int64_t accum_ = 1;
   int64_t start_step_ = 0;
 };
 
+// Every rank's signal, agreed on: a rank stopping alone would leave the
+// others waiting in the next step's collectives.
+int Run::agree_on_signal(int sig) const {
+  if (mesh_.world().size() == 1) return sig;
+  int32_t mine = sig, any = 0;
+  mesh_.world().all_reduce(&mine, &any, 1, DType::i32, dist::ReduceOp::max).wait();
+  return any;
+}
+
 void Run::setup_data() {
   src_ = data_source(c_);
-  tok_ = load_or_learn_tokenizer(c_, mc_, src_, out_);
+  // Rank 0 learns the tokenizer (when there is none yet) and writes it; the
+  // other ranks then load that file.
+  if (mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, mc_, src_, out_);
+  mesh_.world().barrier().wait();
+  if (!mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, mc_, src_, out_);
   const Tokenizer& tok = *tok_.tokenizer;
   KILN_CHECK(tok.vocab_size() <= mc_.vocab_size, "the tokenizer ", tok_.path, " has ",
              tok.vocab_size(), " ids but model.vocab_size is ", mc_.vocab_size,
@@ -183,6 +241,8 @@ void Run::setup_data() {
     lo.packing.eos_id = first_token(tok, {"<|end_of_text|>", "<|endoftext|>", "</s>"});
   lo.local_batch_size = c_.training.local_batch_size;
   lo.grad_accum_steps = accum_;
+  lo.dp_rank = mesh_.mesh()->coordinate("dp");
+  lo.dp_world = mesh_.mesh()->size("dp");
   lo.shuffle = c_.data.shuffle;
   lo.seed = uint64_t(c_.training.seed);
   loader_ = std::make_unique<data::DataLoader>(
@@ -207,6 +267,7 @@ void Run::setup_model() {
   if (!fresh_init) load_hf_weights(*f32_model, c_.checkpoint.initial_load_path);
   for (auto& [name, p] : f32_model->named_parameters()) {
     names_.push_back(name);
+    shapes_.push_back(p->shape());
     masters_.push_back(*p);
   }
   // The model the steps run; its parameters are replaced by the (cast)
@@ -222,6 +283,8 @@ void Run::setup_model() {
   adamw_ = std::make_unique<optim::AdamW>(
       ao, optim::default_param_groups(names_, masters_, ao.weight_decay,
                                       c_.optimizer.decay_norms_and_embeddings));
+  dist_ = std::make_shared<const ParamDistribution>(mesh_.mesh(), shapes_);
+  masters_ = dist_->shard(masters_);
   state_ = adamw_->init(masters_);
 
   optim::ScheduleOptions so;
@@ -241,6 +304,7 @@ void Run::setup_model() {
   step_options.max_norm = c_.training.max_norm;
   step_options.remat = compiler::parse_remat_policy(c_.activation_checkpoint.mode);
   step_options.scan_layers = c_.compile.scan_layers;
+  step_options.distribution = dist_;
   step_ = std::make_unique<TrainStep>(*model_, policy_, *adamw_, step_options);
 }
 
@@ -253,18 +317,23 @@ bool Run::resume() {
   else if (!(step = checkpoints_->latest_step()))
     return false;
   LoadedCheckpoint ck = checkpoints_->load(step);
+  // Checkpoints hold full tensors: any mesh resumes from any other.
+  std::vector<Tensor> full;
   for (size_t i = 0; i < names_.size(); ++i) {
     auto it = ck.model.find(names_[i]);
     KILN_CHECK(it != ck.model.end(), "checkpoint ", ck.path, " has no parameter '", names_[i],
                "': it was written for another model; use another --job.dump_folder");
-    KILN_CHECK(it->second.shape() == masters_[i].shape(), "checkpoint ", ck.path, ": parameter '",
-               names_[i], "' is ", it->second.shape(), " but the model's is ", masters_[i].shape(),
+    KILN_CHECK(it->second.shape() == shapes_[i], "checkpoint ", ck.path, ": parameter '",
+               names_[i], "' is ", it->second.shape(), " but the model's is ", shapes_[i],
                ": it was written for another model; use another --job.dump_folder");
-    masters_[i] =
-        it->second.dtype() == masters_[i].dtype() ? it->second : it->second.to(masters_[i].dtype());
+    full.push_back(it->second.dtype() == masters_[i].dtype() ? it->second
+                                                             : it->second.to(masters_[i].dtype()));
   }
   state_ = optim::adamw_state_from_tensors(
-      ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), names_, masters_);
+      ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), names_, full, kOptimizerPrefix);
+  masters_ = dist_->shard(full);
+  state_.m = dist_->shard(state_.m);
+  state_.v = dist_->shard(state_.v);
   loader_->load_json(ck.loader);
   if (ck.scheduler != schedule_->to_json())
     out_ << "note: the learning-rate schedule differs from the checkpoint's; continuing with "
@@ -278,7 +347,7 @@ bool Run::resume() {
 StepResult Run::train_step(double lr) {
   std::vector<data::Batch> batches;
   for (int64_t a = 0; a < accum_; ++a) batches.push_back(loader_->next());
-  if (!memory_reported_) {
+  if (!memory_reported_ && mesh_.lead()) {
     MemoryEstimate e = step_->expected_memory(masters_, state_, batches);
     out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs)
          << " parameters, optimizer state and batch + " << bytes_text(e.computed)
@@ -286,43 +355,68 @@ StepResult Run::train_step(double lr) {
          << c_.activation_checkpoint.mode << ")" << std::endl;
     memory_reported_ = true;
   }
+  // KILN_SPMD_HANDSHAKE: the ranks agree on the step's graph before its
+  // first run (compile) or every run (dispatch).
+  if (handshake_ == dist::Handshake::dispatch ||
+      (handshake_ == dist::Handshake::compile && !handshaken_)) {
+    dist::spmd_handshake(mesh_.world(), step_->graph(masters_, state_, batches),
+                         "the training step");
+    handshaken_ = true;
+  }
   return step_->run(masters_, state_, batches, lr);
 }
 
 double Run::validate() {
-  nn::ParameterScope scope(*model_, policy_.compute_params(masters_));
+  nn::ParameterScope scope(*model_, dist_->compute_params(masters_, policy_));
   val_loader_->reset();
+  // Global batches, split over the dp ranks as in training: any mesh
+  // evaluates the same samples.
   int64_t batches = c_.validation.steps;
   if (batches == -1)
-    batches = std::max<int64_t>(1, val_loader_->windows_per_epoch() / c_.training.local_batch_size);
+    batches = std::max<int64_t>(1, val_loader_->windows_per_epoch() /
+                                       (c_.training.local_batch_size * dist_->dp_degree()));
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
     data::Batch b = val_loader_->next();
     ForwardOptions fo;
     if (c_.data.document_mask) fo.doc_ids = b.doc_ids, fo.positions = b.positions;
-    sum += model_->forward(b.ids, b.targets, fo).ce_loss.item<float>();
+    sum += dist_->mean_loss(model_->forward(b.ids, b.targets, fo).ce_loss).item<float>();
   }
   return sum / double(batches);
 }
 
+// Every rank takes part; the first replica's dp_shard ranks each write
+// their shards (rank 0 alone without SimpleFSDP). Returns the checkpoint's
+// path on rank 0, "" elsewhere.
 std::string Run::save(int64_t step) {
   CheckpointData d;
   d.step = step;
   for (size_t i = 0; i < names_.size(); ++i) d.model.emplace_back(names_[i], masters_[i]);
-  d.optimizer = optim::adamw_state_tensors(state_, names_);
+  d.optimizer = optim::adamw_state_tensors(state_, names_, kOptimizerPrefix);
   d.optimizer_state = optim::adamw_state_json(state_, adamw_->options());
   d.scheduler = schedule_->to_json();
   d.loader = loader_->to_json();
   d.rng = rng_to_json(Generator(uint64_t(c_.training.seed)));
   d.config = {{"recipe", to_toml(c_)}, {"tokenizer", tok_.path}};
-  return checkpoints_->save(d);
+  d.shard_index = mesh_.mesh()->coordinate("dp_shard");
+  d.shard_count = mesh_.mesh()->size("dp_shard");
+  const std::string m = kOptimizerPrefix + "m.", v = kOptimizerPrefix + "v.";
+  for (size_t i = 0; i < names_.size(); ++i)
+    for (const std::string& prefix : {std::string(), m, v})
+      d.full_rows[prefix + names_[i]] = shapes_[i][0];
+  return save_checkpoint(*checkpoints_, d, *mesh_.mesh());
 }
 
 void Run::export_hf_model() {
   DType dtype = c_.checkpoint.export_dtype == "bfloat16" ? DType::bf16 : DType::f32;
+  std::vector<Tensor> full = dist_->unshard(masters_);
+  if (!mesh_.lead()) {
+    synchronize();  // run this rank's part of the gathers before it exits
+    return;
+  }
   CausalLM m(mc_, dtype);
   nn::StateDict sd;
-  for (size_t i = 0; i < names_.size(); ++i) sd[names_[i]] = masters_[i];
+  for (size_t i = 0; i < names_.size(); ++i) sd[names_[i]] = full[i];
   m.load_state_dict(sd);
   std::string dir = (fs::path(c_.job.dump_folder) / "hf").string();
   export_hf(m, tok_.path, dir);
@@ -330,15 +424,19 @@ void Run::export_hf_model() {
 }
 
 TrainResult Run::go() {
-  check_supported(c_);
-  if (c_.runtime.num_threads > 0) set_num_threads(int(c_.runtime.num_threads));
+  if (c_.runtime.num_threads > 0)
+    set_num_threads(int(c_.runtime.num_threads));
+  else if (!std::getenv("KILN_NUM_THREADS"))  // the ranks of a host share its cores
+    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / dist::local_ranks()));
   EagerModeGuard mode(parse_eager_mode(c_.runtime.eager_mode));
   mc_ = resolve_model_config(c_);
   policy_ = optim::MixedPrecisionPolicy::from_name(c_.training.mixed_precision_param);
-  accum_ = grad_accum_steps(c_);
+  const int64_t dp = mesh_.mesh()->size("dp");
+  accum_ = grad_accum_steps(c_, dp);
 
   fs::create_directories(c_.job.dump_folder);
-  write_file_atomic((fs::path(c_.job.dump_folder) / "config.toml").string(), to_toml(c_));
+  if (mesh_.lead())
+    write_file_atomic((fs::path(c_.job.dump_folder) / "config.toml").string(), to_toml(c_));
   setup_data();
   setup_model();
   checkpoints_ = std::make_unique<CheckpointManager>(
@@ -347,21 +445,25 @@ TrainResult Run::go() {
   resume();
 
   const int64_t steps = c_.training.steps;
+  // Per rank (tps and MFU are per device, as in TorchTitan).
   const int64_t tokens_per_step = c_.training.local_batch_size * accum_ * c_.training.seq_len;
   const double flops_per_tok = flops_per_token(mc_, c_.training.seq_len);
   std::optional<DevicePeak> peak = device_peak(kCPU, policy_.param_dtype);
   out_ << "model: " << mc_.name << " (" << mc_.family << "), " << param_count(mc_)
        << " parameters, " << names_.size() << " tensors; " << dtype_name(policy_.param_dtype)
        << " compute, f32 master weights\n"
-       << "training: " << steps << " steps of " << tokens_per_step << " tokens ("
-       << c_.training.local_batch_size << " x " << accum_ << " microbatches x "
-       << c_.training.seq_len << "), " << num_threads() << " threads, eager mode "
-       << c_.runtime.eager_mode
+       << "training: " << steps << " steps of " << tokens_per_step * dp << " tokens ("
+       << c_.training.local_batch_size << (dp > 1 ? cat(" x ", dp, " dp ranks") : "") << " x "
+       << accum_ << " microbatches x " << c_.training.seq_len << "), " << num_threads()
+       << " threads, eager mode " << c_.runtime.eager_mode
        << (c_.compile.graph_trainer ? ", graph trainer (the whole step compiled)"
            : c_.compile.enable      ? ", per-block compile"
                                     : "")
-       << "\n"
-       << "mfu: "
+       << "\n";
+  if (mesh_.world().size() > 1)
+    out_ << "parallelism: " << mesh_.world().size() << " ranks, " << dist_->describe()
+         << "; tps and mfu per rank\n";
+  out_ << "mfu: "
        << (peak ? "against the " + peak->source
                 : "unknown (no device peak: run `kiln bench peak` on a CPU)")
        << "\n"
@@ -382,7 +484,8 @@ TrainResult Run::go() {
   mo.enable_tensorboard = c_.metrics.enable_tensorboard;
   mo.tb_folder = c_.metrics.save_tb_folder;
   mo.progress_bar = c_.metrics.progress_bar;
-  MetricsLogger metrics(mo, start_step_, out_);
+  std::optional<MetricsLogger> metrics;  // rank 0's
+  if (mesh_.lead()) metrics.emplace(mo, start_step_, out_);
   StopSignals signals;
 
   reset_peak_memory(kCPU);
@@ -396,7 +499,8 @@ TrainResult Run::go() {
     StepResult r = train_step(m.lr);
     m.loss = r.loss;
     m.grad_norm = r.grad_norm;
-    if (policy_.param_dtype == DType::f32) model_->set_parameters(masters_);  // drop the old copy
+    if (policy_.param_dtype == DType::f32 && !dist_->sharded())
+      model_->set_parameters(masters_);  // drop the old copy
     window_seconds += seconds_since(t0);
     window_tokens += tokens_per_step;
     result.last_step = step;
@@ -408,26 +512,27 @@ TrainResult Run::go() {
       m.val_loss = validate();
       m.val_ppl = std::exp(*m.val_loss);
     }
-    if (validating || metrics.should_log(step)) {
+    if (metrics && (validating || metrics->should_log(step))) {
       m.tps = double(window_tokens) / window_seconds;
       m.tflops = flops_per_tok * m.tps / 1e12;
       if (peak) m.mfu = flops_per_tok * m.tps / peak->flops;
       m.mem_peak_bytes = memory_stats(kCPU).peak_allocated;
       reset_peak_memory(kCPU);
       window_seconds = 0, window_tokens = 0;
-      metrics.log(m);
+      metrics->log(m);
     }
-    int sig = signals.received();
+    int sig = agree_on_signal(signals.received());
     if (c_.checkpoint.enable && (checkpoint_due(step, steps, c_.checkpoint.interval) || sig)) {
       result.last_checkpoint = save(step);
-      metrics.note("saved checkpoint " + result.last_checkpoint);
+      if (metrics) metrics->note("saved checkpoint " + result.last_checkpoint);
     }
-    metrics.progress(step);
+    if (metrics) metrics->progress(step);
     if (sig) {
       result.stopped_by_signal = sig;
-      metrics.note(cat("stopped by signal ", sig, " after step ", step,
-                       c_.checkpoint.enable ? "; the checkpoint above resumes it"
-                                            : " (checkpointing is disabled: nothing saved)"));
+      if (metrics)
+        metrics->note(cat("stopped by signal ", sig, " after step ", step,
+                          c_.checkpoint.enable ? "; the checkpoint above resumes it"
+                                               : " (checkpointing is disabled: nothing saved)"));
       return result;
     }
   }
@@ -442,7 +547,17 @@ std::string dump_tokenizer_path(const TrainConfig& config) {
 }
 
 TrainResult run_training(const TrainConfig& config, std::ostream& out) {
-  return Run(config, out).go();
+  std::optional<MeshScope> mesh;
+  try {
+    check_supported(config);
+    mesh.emplace(config);
+    return Run(config, *mesh, out).go();
+  } catch (const Error& e) {
+    // Every rank's error reaches the terminal (mpirun forwards stderr): say whose.
+    if (dist::launched_by_mpirun() && dist::world()->size() > 1)
+      fail("rank ", dist::world()->rank(), ": ", e.what());
+    throw;
+  }
 }
 
 }  // namespace kiln::train

@@ -14,6 +14,13 @@
 // with validation, metrics and checkpoints at their intervals. SIGINT or
 // SIGTERM finishes the current step, saves a checkpoint (when enabled) and
 // stops the run.
+//
+// Started by `mpirun -n N kiln train ...`, every rank runs this function on
+// the device mesh of --parallelism.* (parallelize.h: DDP, SimpleFSDP,
+// HSDP): each takes its share of every global batch (training.
+// local_batch_size is per rank), rank 0 alone prints and writes metrics,
+// the dp_shard ranks each write their shards of a checkpoint, and a resumed
+// run may use another mesh. Errors are prefixed "rank N: ".
 #pragma once
 #include <optional>
 #include <ostream>

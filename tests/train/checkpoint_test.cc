@@ -2,7 +2,7 @@
 // fresh model/optimizer/loader and continued for 3 more, give identical
 // losses and bit-identical parameters. Also: keeping the latest K,
 // temporary directories from killed writers, corrupt files, step choice,
-// and the Hugging Face export.
+// shards from several writers, and the Hugging Face export.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -231,6 +231,44 @@ TEST(Checkpoint, CorruptFilesAreErrorsNamingThem) {
   m.save(small(4, 1.0f));
   std::ofstream(path + "/manifest.json") << "{truncated";
   expect("manifest.json");
+}
+
+// Three writers' shards of a 5 x 2 tensor (padded to 6 rows, 2 each) and of
+// a 2-row one (padded to 3): one directory, one manifest, full tensors back.
+TEST(Checkpoint, ShardsFromSeveralWritersLoadAsFullTensors) {
+  test::TempDir dir;
+  CheckpointManager m(dir / "ckpt");
+  std::vector<float> w(10), b{7, 8};
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i);
+  auto shard = [&](int64_t i) {
+    CheckpointData d;
+    d.step = 6;
+    d.shard_index = i, d.shard_count = 3;
+    d.full_rows = {{"w", 5}, {"b", 2}, {"optim.m.w", 5}};
+    std::vector<float> rows(4, 0.0f), brow{i < 2 ? b[size_t(i)] : 0.0f};
+    for (size_t j = 0; j < 4 && 4 * size_t(i) + j < w.size(); ++j) rows[j] = w[4 * size_t(i) + j];
+    Tensor wt = from_vector<float>(rows, {2, 2});
+    d.model = {{"w", wt}, {"b", from_vector<float>(brow, {1})}};
+    d.optimizer = {{"optim.m.w", wt * 2.0}};
+    return d;
+  };
+  std::string temp = m.begin(6);
+  std::vector<ShardDigest> digests;
+  for (int64_t i : {2, 0, 1}) digests.push_back(m.write_shard(temp, shard(i)));
+  // Every shard must be there before the step is published.
+  EXPECT_THROW(m.commit(shard(0), {digests[0], digests[1]}), Error);
+  EXPECT_FALSE(m.latest_step());
+  temp = m.begin(6);
+  for (int64_t i : {0, 1, 2}) digests[size_t(i)] = m.write_shard(temp, shard(i));
+  std::string path = m.commit(shard(0), digests);
+  EXPECT_TRUE(fs::exists(path + "/model-00003-of-00003.safetensors"));
+  LoadedCheckpoint c = m.load();
+  EXPECT_EQ(c.model.at("w").shape(), Shape({5, 2}));
+  EXPECT_EQ(c.model.at("w").to_vector<float>(), w);
+  EXPECT_EQ(c.model.at("b").to_vector<float>(), b);
+  std::vector<float> m2 = w;
+  for (float& x : m2) x *= 2;
+  EXPECT_EQ(c.optimizer.at("optim.m.w").to_vector<float>(), m2);
 }
 
 TEST(Checkpoint, DueAndRng) {

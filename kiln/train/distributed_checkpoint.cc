@@ -1,0 +1,45 @@
+#include "kiln/train/distributed_checkpoint.h"
+
+namespace kiln::train {
+namespace {
+
+// Rank 0's text, on every rank.
+std::string broadcast_text(dist::ProcessGroup& g, const std::string& text) {
+  int64_t size = int64_t(text.size());
+  g.broadcast(&size, 1, DType::i64, 0).wait();
+  std::string out = text;
+  out.resize(size_t(size));
+  g.broadcast(out.data(), size, DType::b8, 0).wait();  // b8: one byte each, moved as is
+  return out;
+}
+
+// Every rank's digest, in rank order.
+std::vector<ShardDigest> all_digests(dist::ProcessGroup& g, const ShardDigest& mine) {
+  constexpr int64_t kWords = 5;
+  const int64_t words[kWords] = {mine.index, int64_t(mine.model_bytes), int64_t(mine.model_hash),
+                                 int64_t(mine.optimizer_bytes), int64_t(mine.optimizer_hash)};
+  std::vector<int64_t> all(size_t(kWords * g.size()));
+  g.all_gather(words, all.data(), kWords, DType::i64).wait();
+  std::vector<ShardDigest> out;
+  for (auto w = all.begin(); w != all.end(); w += kWords)
+    out.push_back({w[0], uint64_t(w[1]), uint64_t(w[2]), uint64_t(w[3]), uint64_t(w[4])});
+  return out;
+}
+
+}  // namespace
+
+std::string save_checkpoint(CheckpointManager& manager, const CheckpointData& data,
+                            const dist::DeviceMesh& mesh) {
+  dist::ProcessGroup& world = mesh.world();
+  const bool lead = world.rank() == 0;
+  // Replicas hold equal shards: the first one writes them.
+  const bool writer = mesh.coordinate("dp_replicate") == 0;
+  std::string temp = broadcast_text(world, lead ? manager.begin(data.step) : "");
+  ShardDigest mine = writer ? manager.write_shard(temp, data) : ShardDigest{};
+  std::vector<ShardDigest> all = all_digests(world, mine);
+  std::string path = lead ? manager.commit(data, all) : "";
+  world.barrier().wait();  // published before any rank moves on
+  return path;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,99 @@
+#include "kiln/train/parallelize.h"
+
+#include "kiln/base/error.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/shape.h"
+
+namespace kiln::train {
+namespace {
+
+// Rows per shard of a dim 0 of `rows` over `n` ranks (the last ones padded).
+int64_t shard_rows(int64_t rows, int64_t n) { return (rows + n - 1) / n; }
+
+}  // namespace
+
+ParamDistribution::ParamDistribution(std::shared_ptr<dist::DeviceMesh> mesh,
+                                     std::vector<Shape> full_shapes)
+    : mesh_(std::move(mesh)), full_shapes_(std::move(full_shapes)) {
+  KILN_CHECK(mesh_, "data parallelism: no device mesh");
+  shard_.size = mesh_->size("dp_shard");
+  replicate_.size = mesh_->size("dp_replicate");
+  dp_.size = mesh_->size("dp");
+  shard_rank_ = mesh_->coordinate("dp_shard");
+  for (const Shape& s : full_shapes_)
+    KILN_CHECK(s.size() >= 1, "SimpleFSDP shards parameters along dim 0, but one is a scalar (",
+               s, "); give it shape [1]");
+}
+
+std::string ParamDistribution::describe() const {
+  const char* kind = sharded() && replicate_.size > 1 ? "HSDP"
+                     : sharded()                      ? "SimpleFSDP"
+                     : dp_.size > 1                   ? "DDP"
+                                                      : "one data-parallel rank";
+  return cat("dp_replicate ", replicate_.size, " x dp_shard ", shard_.size, " (", kind, ")");
+}
+
+std::vector<Tensor> ParamDistribution::shard(const std::vector<Tensor>& full) const {
+  if (!sharded()) return full;
+  KILN_CHECK(full.size() == full_shapes_.size(), "SimpleFSDP: ", full.size(),
+             " tensors to shard, but the distribution was made for ", full_shapes_.size());
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < full.size(); ++i) {
+    const Tensor& t = full[i];
+    KILN_CHECK(t.shape() == full_shapes_[i], "SimpleFSDP: tensor ", i, " is ", t.shape(),
+               ", expected ", full_shapes_[i]);
+    int64_t rows = t.shape()[0], k = shard_rows(rows, shard_.size);
+    std::vector<std::pair<int64_t, int64_t>> pads(t.shape().size(), {0, 0});
+    pads[0].second = k * shard_.size - rows;
+    Tensor padded = pads[0].second ? pad(t, pads) : t;
+    out.push_back(padded.slice(0, shard_rank_ * k, (shard_rank_ + 1) * k).contiguous());
+  }
+  return out;
+}
+
+std::vector<Tensor> ParamDistribution::gather(const std::vector<Tensor>& shards) const {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    Tensor full = all_gather(shards[i], 0, shard_);
+    int64_t rows = full_shapes_[i][0];
+    out.push_back(full.shape()[0] == rows ? full : full.slice(0, 0, rows));
+  }
+  return out;
+}
+
+std::vector<Tensor> ParamDistribution::unshard(const std::vector<Tensor>& shards) const {
+  if (!sharded()) return shards;
+  std::vector<Tensor> out = gather(shards);
+  for (Tensor& t : out) t = t.contiguous();
+  return out;
+}
+
+std::vector<Tensor> ParamDistribution::compute_params(
+    const std::vector<Tensor>& masters, const optim::MixedPrecisionPolicy& policy) const {
+  // Cast first: the all_gather moves compute-dtype (e.g. bf16) shards.
+  std::vector<Tensor> cast = policy.compute_params(masters);
+  return sharded() ? gather(cast) : cast;
+}
+
+std::vector<Tensor> ParamDistribution::reduce_grads(const std::vector<Tensor>& grads) const {
+  if (dp_.size == 1) return grads;
+  // Sum over replicas (dp_shard was summed by the reduce_scatters), then
+  // the sum of dp local means -> the global mean (exact for powers of two).
+  std::vector<Tensor> out;
+  for (const Tensor& g : grads)
+    out.push_back((replicate_.size > 1 ? all_reduce(g, replicate_) : g) * (1.0 / double(dp_.size)));
+  return out;
+}
+
+optim::ClipResult ParamDistribution::clip(const std::vector<Tensor>& grads, double max_norm) const {
+  if (!sharded()) return optim::clip_grad_norm(grads, max_norm);
+  // Replicas hold equal gradients: the squares are summed over the shards only.
+  Tensor local = optim::global_norm(grads);
+  return optim::clip_to_norm(grads, sqrt(all_reduce(local * local, shard_)), max_norm);
+}
+
+Tensor ParamDistribution::mean_loss(const Tensor& loss) const {
+  return dp_.size > 1 ? all_reduce(loss, dp_, ReduceOp::avg) : loss;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,206 @@
+// Data parallelism as a user runs it: `mpirun -n N kiln train` on the
+// llama3 debug recipe (10 steps, seq_len 32, global batch 8) under DDP 2,
+// SimpleFSDP 2 and 4 and HSDP 2 x 2, eagerly and in the graph trainer, gives
+// the losses and gradient norms of one process at the same global batch;
+// rank 0 alone reports; a checkpoint saved under FSDP 4 (4 ranks' shards)
+// resumes under FSDP 2 and on one rank; a rank's error names the rank; the
+// SPMD handshake catches a rank running another step.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "tests/support/cli.h"
+#include "tests/support/train_run.h"
+
+namespace kiln::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Curve {
+  std::vector<double> loss, grad_norm;
+  std::vector<double> val_loss;  // after steps 5 and 10
+};
+
+struct Mesh {
+  std::string name;
+  int ranks;
+  std::string flags;  // the local batch makes the global batch 8
+};
+
+const std::vector<Mesh> kMeshes = {
+    {"ddp2", 2, "--training.local_batch_size 4 --parallelism.data_parallel_replicate_degree 2"},
+    {"fsdp2", 2, "--training.local_batch_size 4"},
+    {"fsdp4", 4, "--training.local_batch_size 2"},
+    {"hsdp2x2", 4, "--training.local_batch_size 2 --parallelism.data_parallel_replicate_degree 2"},
+};
+const Mesh kOneRank{"single", 1, "--training.local_batch_size 8"};
+
+class DataParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("kiln_dp_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    write_grammar_corpus((root_ / "corpus.txt").string());
+    CliRun r = kiln(kOneRank, "reference", "");
+    ASSERT_EQ(r.status, 0) << r.output;
+    reference_ = curve("reference");
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  // The arguments of `kiln train` on `mesh` into <root>/<dump>. The
+  // tokenizer of the first run is shared (learning it again gives the same).
+  static std::string train_args(const Mesh& mesh, const std::string& dump,
+                                const std::string& flags) {
+    fs::path tokenizer = root_ / "reference" / "tokenizer.json";
+    return "train --config llama3_debug --data.path " + (root_ / "corpus.txt").string() +
+           " --data.text_split line --job.dump_folder " + (root_ / dump).string() +
+           " --training.steps 10 --training.seq_len 32 --metrics.log_freq 1"
+           " --metrics.enable_tensorboard false --lr_scheduler.warmup_steps 2"
+           " --validation.enable --validation.freq 5 " +
+           mesh.flags + " " + flags +
+           (fs::exists(tokenizer) ? " --model.tokenizer_path " + tokenizer.string() : "");
+  }
+
+  static std::string mpirun(int ranks) {
+    const char* mpiexec = std::getenv("KILN_MPIEXEC");
+    EXPECT_TRUE(mpiexec) << "ctest sets KILN_MPIEXEC";
+    return std::string(mpiexec ? mpiexec : "mpirun") + " -n " + std::to_string(ranks);
+  }
+
+  // `kiln train` on `mesh.ranks` ranks; `env` as "NAME=value ...".
+  static CliRun kiln(const Mesh& mesh, const std::string& dump, const std::string& flags,
+                     const std::string& env = "") {
+    // run_cli puts its `env` argument before the binary: here, also the launcher.
+    return run_cli(train_args(mesh, dump, flags),
+                   env + " " + (mesh.ranks == 1 ? "" : mpirun(mesh.ranks)));
+  }
+
+  static Curve curve(const std::string& dump) {
+    Curve c;
+    for (const auto& j : read_metrics((root_ / dump).string())) {
+      c.loss.push_back(j["loss"].get<double>());
+      c.grad_norm.push_back(j["grad_norm"].get<double>());
+      if (j.contains("val_loss")) c.val_loss.push_back(j["val_loss"].get<double>());
+    }
+    return c;
+  }
+
+  static fs::path root_;
+  static Curve reference_;
+};
+
+fs::path DataParallel::root_;
+Curve DataParallel::reference_;
+
+// Not bit-identical to one process: the ranks each reduce their part of the
+// batch (the loss mean, the weight gradients' contraction over tokens) and
+// the collectives then add the parts in rank order, a different summation
+// order from one process's, so f32 rounding differs (~1e-7 relative per
+// reduction). AdamW then amplifies it a little (it divides by sqrt(v), so
+// gradient elements that nearly cancel move by lr-sized amounts), the
+// gradient norm more than the loss. Observed over the 10 steps: losses
+// within 3.4e-7 relative, norms within 1.7e-5 -- the same as one process
+// accumulating 4 microbatches of 2 (the same split of the batch). The bounds
+// leave a wide margin while a wrong gradient scale (a missing 1/dp doubles
+// the norm) or a wrong batch split (losses differ from step 1) is far outside.
+void expect_close(const Curve& got, const Curve& want, size_t first_step, const std::string& what) {
+  ASSERT_EQ(got.loss.size() + first_step, want.loss.size()) << what;
+  for (size_t i = 0; i < got.loss.size(); ++i) {
+    size_t s = first_step + i;
+    EXPECT_NEAR(got.loss[i], want.loss[s], 1e-5 * want.loss[s]) << what << ", step " << s + 1;
+    EXPECT_NEAR(got.grad_norm[i], want.grad_norm[s], 1e-4 * want.grad_norm[s])
+        << what << ", step " << s + 1;
+  }
+  // Validation splits its global batches over the dp ranks too.
+  for (size_t i = 0; i < got.val_loss.size(); ++i) {
+    size_t v = want.val_loss.size() - got.val_loss.size() + i;
+    EXPECT_NEAR(got.val_loss[i], want.val_loss[v], 1e-5 * want.val_loss[v])
+        << what << ", validation " << v + 1;
+  }
+}
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(DataParallel, EveryMeshGivesTheOneProcessLosses) {
+  ASSERT_EQ(reference_.loss.size(), 10u);
+  ASSERT_EQ(reference_.val_loss.size(), 2u);
+  EXPECT_LT(reference_.loss.back(), reference_.loss.front()) << "the loss should fall";
+  for (const Mesh& m : kMeshes) {
+    // The ranks check that they run the same step (and must pass).
+    CliRun eager = kiln(m, m.name, "", "KILN_SPMD_HANDSHAKE=dispatch");
+    ASSERT_EQ(eager.status, 0) << m.name << "\n" << eager.output;
+    EXPECT_EQ(count(eager.output, "\nstep 3 "), 1u) << "rank 0 alone reports\n" << eager.output;
+    expect_close(curve(m.name), reference_, 0, m.name + " eager");
+
+    CliRun graph = kiln(m, m.name + "_graph", "--compile.graph_trainer");
+    ASSERT_EQ(graph.status, 0) << m.name << "\n" << graph.output;
+    // The same step function, collectives included, compiled: the same bits.
+    Curve g = curve(m.name + "_graph"), e = curve(m.name);
+    EXPECT_EQ(g.loss, e.loss) << m.name << ": graph trainer vs eager";
+    EXPECT_EQ(g.grad_norm, e.grad_norm) << m.name << ": graph trainer vs eager";
+  }
+}
+
+TEST_F(DataParallel, AnFsdp4CheckpointResumesOnFsdp2AndOneRank) {
+  const Mesh& fsdp4 = kMeshes[2];
+  CliRun saved = kiln(fsdp4, "saved", "--checkpoint.enable --checkpoint.interval 5");
+  ASSERT_EQ(saved.status, 0) << saved.output;
+  expect_close(curve("saved"), reference_, 0, "fsdp4 with checkpoints");
+  // Each of the 4 ranks wrote its shards.
+  EXPECT_TRUE(fs::exists(root_ / "saved/checkpoint/step-5/optimizer-00004-of-00004.safetensors"));
+  for (const Mesh& m : {kMeshes[1], kOneRank}) {
+    std::string dump = "resumed_" + m.name;
+    fs::copy(root_ / "saved", root_ / dump, fs::copy_options::recursive);
+    CliRun r = kiln(m, dump, "--checkpoint.enable --checkpoint.load_step 5");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("(step 5)"), std::string::npos) << r.output;
+    // metrics.jsonl keeps steps 1-5 of the saving run, then this run's 6-10.
+    Curve c = curve(dump);
+    ASSERT_EQ(c.loss.size(), 10u) << r.output;
+    Curve continued{{c.loss.begin() + 5, c.loss.end()},
+                    {c.grad_norm.begin() + 5, c.grad_norm.end()},
+                    {c.val_loss.begin() + 1, c.val_loss.end()}};
+    expect_close(continued, reference_, 5, "fsdp4 -> " + m.name);
+  }
+}
+
+TEST_F(DataParallel, ErrorsNameTheRank) {
+  // Every rank refuses a mesh that does not fit the world.
+  CliRun r = kiln(kMeshes[1], "bad_mesh", "--parallelism.data_parallel_shard_degree 3");
+  EXPECT_NE(r.status, 0);
+  for (const char* part : {"kiln: error: rank 0: device mesh: ", "kiln: error: rank 1: ",
+                           "data_parallel_shard_degree 3", "this run has 2 (mpirun -n)"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  r = kiln(kMeshes[1], "tp", "--parallelism.tensor_parallel_degree 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("rank 1: parallelism.tensor_parallel_degree = 2"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(DataParallel, TheHandshakeCatchesARankWithAnotherStep) {
+  // Rank 1 does not clip: the same collectives, so without the handshake the
+  // run would go on, its replicas drifting apart.
+  const Mesh& ddp2 = kMeshes[0];
+  const Mesh one{"", 1, ddp2.flags};
+  const char* cli = std::getenv("KILN_CLI");
+  CliRun r = run_cli(train_args(one, "mpmd", "") + " : -n 1 " + (cli ? cli : "kiln") + " " +
+                         train_args(one, "mpmd", "--training.max_norm 0"),
+                     "KILN_SPMD_HANDSHAKE=compile " + mpirun(1));
+  EXPECT_NE(r.status, 0);
+  for (const char* part : {"rank 0: SPMD handshake before the training step on group 'world'",
+                           "rank 1: SPMD handshake", "2 kinds: rank 0; rank 1",
+                           "first difference at line "})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+}
+
+}  // namespace
+}  // namespace kiln::test
