@@ -1,36 +1,41 @@
-// Compile time against depth, with and without scan over layers: the graph
-// trainer's first step (trace, compile, run) minus a steady step, for the
-// Llama debug block at 2, 8 and 32 layers, in one process with the
-// persistent compile cache off. Prints the table and each depth's ratio to
-// 2 layers.
-//   build/bench/scan_depth_bench [--seq 64] [--batch 4]
-#include <chrono>
+// Compile cost against depth, with and without scan over layers: the CPU
+// time to trace the graph trainer's whole step and compile it (compiler
+// passes and the executable; for scans also their loop bodies, forward and
+// backward), for the Llama debug block at 2, 8 and 32 layers. CPU time of
+// this process, not wall time, so other load on the machine matters less.
+// Prints the table and each depth's ratio to 2 layers.
+//   build/bench/scan_depth_bench
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "kiln/data/loader.h"
 #include "kiln/models/transformer.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/random.h"
 #include "kiln/optim/adamw.h"
+#include "kiln/runtime/executable.h"
+#include "kiln/runtime/program_cache.h"
+#include "kiln/runtime/scan_body.h"
 #include "kiln/train/step.h"
 
 using namespace kiln;
 
-double seconds(const std::function<void()>& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+double cpu_seconds() { return double(std::clock()) / CLOCKS_PER_SEC; }
 
-struct Timing {
-  double first, steady;
-  double compile() const { return first - steady; }
+struct Cost {
+  double trace = 0, compile = 0;
+  size_t nodes = 0;
 };
 
-Timing measure(int64_t layers, bool scan, int64_t batch, int64_t seq) {
+// Compiles `g` and, recursively, the body of every scan in it.
+void compile_all(const ir::Graph& g) {
+  auto exe = get_executable(g, kCPU, ProgramOptions{default_pass_options(), {}});
+  for (const ir::Node& n : exe->graph().nodes())
+    if (n.op->name == "scan") compile_all(*scan_body_graph(n.attrs.s("body")));
+}
+
+Cost measure(int64_t layers, bool scan) {
   ModelConfig c = model_config("llama3_debug");
   c.n_layers = layers;
   auto model = build_model(c, DType::f32, 0);
@@ -41,35 +46,33 @@ Timing measure(int64_t layers, bool scan, int64_t batch, int64_t seq) {
   so.rung = train::Rung::graph_trainer;
   so.scan_layers = scan;
   train::TrainStep step(*model, {}, adamw, so);
-  Generator g(1);
-  Tensor ids = (rand({batch, seq}, g) * double(c.vocab_size)).to(DType::i64);
+  Generator gen(1);
+  Tensor ids = (rand({4, 64}, gen) * double(c.vocab_size)).to(DType::i64);
   std::vector<data::Batch> batches{{ids, ids, {}, {}}};
-  Timing t;
-  t.first = seconds([&] { step.run(masters, state, batches, 1e-3); });
-  t.steady = 1e30;
-  for (int i = 0; i < 3; ++i)
-    t.steady = std::min(t.steady, seconds([&] { step.run(masters, state, batches, 1e-3); }));
-  return t;
+  Cost cost;
+  double t0 = cpu_seconds();
+  ir::Graph g = step.graph(masters, state, batches);
+  double t1 = cpu_seconds();
+  compile_all(g);
+  cost.trace = t1 - t0;
+  cost.compile = cpu_seconds() - t1;
+  cost.nodes = g.nodes().size();
+  return cost;
 }
 
-int main(int argc, char** argv) {
-  int64_t seq = 64, batch = 4;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--seq")) seq = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--batch")) batch = std::atoll(argv[i + 1]);
-  }
+int main() {
   setenv("KILN_CACHE", "off", 1);  // measure compiling, not loading
-  std::printf("graph trainer, llama3_debug block, batch %lld x seq %lld\n", (long long)batch,
-              (long long)seq);
-  std::printf("%-9s %7s %12s %12s %14s\n", "stack", "layers", "compile s", "step s",
-              "compile / 2L");
+  std::printf("graph trainer step, llama3_debug blocks, CPU seconds\n");
+  std::printf("%-9s %7s %8s %10s %11s %10s %14s\n", "stack", "layers", "nodes", "trace s",
+              "compile s", "total s", "total / 2L");
   for (bool scan : {false, true}) {
     double base = 0;
     for (int64_t layers : {2, 8, 32}) {
-      Timing t = measure(layers, scan, batch, seq);
-      if (layers == 2) base = t.compile();
-      std::printf("%-9s %7lld %12.3f %12.4f %13.2fx\n", scan ? "scan" : "unrolled",
-                  (long long)layers, t.compile(), t.steady, t.compile() / base);
+      Cost t = measure(layers, scan);
+      double total = t.trace + t.compile;
+      if (layers == 2) base = total;
+      std::printf("%-9s %7lld %8zu %10.3f %11.3f %10.3f %13.2fx\n", scan ? "scan" : "unrolled",
+                  (long long)layers, t.nodes, t.trace, t.compile, total, total / base);
     }
   }
 }
