@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
-    std::cerr << "kiln: error: " << e.what() << "\n";
+    // One write: under mpirun every rank's message shares one stream.
+    std::cerr << std::string("kiln: error: ") + e.what() + "\n";
     return 1;
   }
   return 0;

@@ -74,9 +74,9 @@ void all_reduce_kernel(const KernelArgs& a) {
   c.group->all_reduce(in.data, out.data, in.numel(), in.dtype, reduce_op(a)).wait();
 }
 
-void all_gather_kernel(const KernelArgs& a) {
+// Gathers `in` (of out's dtype) into out along the op's gather_dim.
+void gather_into(const KernelArgs& a, const TensorRef& in, const TensorRef& out) {
   Call c = group_for(a);
-  const TensorRef &in = a.in[0], &out = a.out[0];
   int64_t n = c.group->size();
   TensorRef dst = chunk_major(out, dim_attr(a, "gather_dim", in), n);
   if (dst.contiguous()) {
@@ -86,6 +86,18 @@ void all_gather_kernel(const KernelArgs& a) {
   Packed got(dst);
   c.group->all_gather(in.data, got.ref.data, in.numel(), in.dtype).wait();
   copy(dst, got.ref);
+}
+
+void all_gather_kernel(const KernelArgs& a) { gather_into(a, a.in[0], a.out[0]); }
+
+// Cast locally, then gather: the wire carries the narrower dtype, and every
+// rank's chunk is rounded once, by its owner (elementwise, so deterministic).
+void all_gather_cast_kernel(const KernelArgs& a) {
+  const TensorRef& in = a.in[0];
+  Packed cast(TensorRef{nullptr, a.out[0].dtype, in.shape, {}});
+  const ir::Attrs to{{"dtype", cast.ref.dtype}};
+  find_kernel(DeviceKind::cpu, "cast")->fn({{&in, 1}, {&cast.ref, 1}, to, ir::get_op("cast")});
+  gather_into(a, cast.ref, a.out[0]);
 }
 
 void reduce_scatter_kernel(const KernelArgs& a) {
@@ -140,6 +152,7 @@ void reduce_kernel(const KernelArgs& a) {
 const KernelRegistrar registrations[] = {
     {DeviceKind::cpu, "all_reduce", {all_reduce_kernel, false}},
     {DeviceKind::cpu, "all_gather", {all_gather_kernel, false}},
+    {DeviceKind::cpu, "all_gather_cast", {all_gather_cast_kernel, false}},
     {DeviceKind::cpu, "reduce_scatter", {reduce_scatter_kernel, false}},
     {DeviceKind::cpu, "all_to_all", {all_to_all_kernel, false}},
     {DeviceKind::cpu, "broadcast", {broadcast_kernel, false}},

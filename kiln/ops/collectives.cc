@@ -90,15 +90,19 @@ const OpDef& kAllReduce = declare({
     .side_effects = true,
 });
 
+// x's type with dimension gather_dim grown by the group size.
+TypeInfo gathered(const char* op, const TypeInfo& x, const Attrs& a) {
+  int64_t n = check_group(op, a);
+  TypeInfo out = x;
+  out.shape[normalize_axis(a.i("gather_dim"), x.shape.size(), op)] *= n;
+  return out;
+}
+
 const OpDef& kAllGather = declare({
     .name = "all_gather",
     .attrs = group_attrs({{"gather_dim", AttrKind::int_, std::nullopt}}),
     .infer = [](auto in, const Attrs& a) {
-      int64_t n = check_group("all_gather", a);
-      int d = normalize_axis(a.i("gather_dim"), in[0].shape.size(), "all_gather");
-      TypeInfo out = in[0];
-      out.shape[d] *= n;
-      return std::vector<TypeInfo>{out};
+      return std::vector<TypeInfo>{gathered("all_gather", in[0], a)};
     },
     .fusion = ir::FusionClass::collective,
     .cost = [](auto, auto out, const Attrs& a) {
@@ -106,6 +110,34 @@ const OpDef& kAllGather = declare({
     },
     .vjp = [](VjpCall& c) {
       c.grads[0] = reduce_scatter(c.cot(0), c.attrs.i("gather_dim"), axis_of(c.attrs));
+    },
+    .side_effects = true,
+});
+
+// Mixed-precision SimpleFSDP's parameter read: the (f32) shard cast to
+// `dtype` (bf16) and gathered, so the wire carries bf16. Its vjp casts the
+// cotangent back to the shard's dtype first, so the gradient's
+// reduce_scatter sums in f32 (FSDP2's reduce_dtype), not in bf16.
+const OpDef& kAllGatherCast = declare({
+    .name = "all_gather_cast",
+    .attrs = group_attrs({{"gather_dim", AttrKind::int_, std::nullopt},
+                          {"dtype", AttrKind::dtype, std::nullopt}}),
+    .infer = [](auto in, const Attrs& a) {
+      DType to = a.dtype("dtype");
+      KILN_CHECK(is_floating(in[0].dtype) && is_floating(to), "all_gather_cast: casts a floating ",
+                 "tensor to a floating dtype, got ", ir::to_string(in[0]), " to ", dtype_name(to),
+                 "; use all_gather for other dtypes");
+      TypeInfo out = gathered("all_gather_cast", in[0], a);
+      out.dtype = to;
+      return std::vector<TypeInfo>{out};
+    },
+    .fusion = ir::FusionClass::collective,
+    .cost = [](auto, auto out, const Attrs& a) {
+      return comm_cost(out[0], ring_fraction(a), false);
+    },
+    .vjp = [](VjpCall& c) {
+      c.grads[0] = reduce_scatter(c.cot(0).to(c.inputs[0].dtype()), c.attrs.i("gather_dim"),
+                                  axis_of(c.attrs));
     },
     .side_effects = true,
 });
@@ -201,6 +233,14 @@ Tensor all_gather(const Tensor& x, int64_t gather_dim, const MeshAxis& axis) {
   ir::Attrs a = ops::group_attrs_of(axis);
   a.set("gather_dim", gather_dim);
   return apply1(ops::kAllGather, {x}, a);
+}
+
+Tensor all_gather(const Tensor& x, int64_t gather_dim, const MeshAxis& axis, DType dtype) {
+  if (dtype == x.dtype()) return all_gather(x, gather_dim, axis);
+  ir::Attrs a = ops::group_attrs_of(axis);
+  a.set("gather_dim", gather_dim);
+  a.set("dtype", dtype);
+  return apply1(ops::kAllGatherCast, {x}, a);
 }
 
 Tensor reduce_scatter(const Tensor& x, int64_t scatter_dim, const MeshAxis& axis, ReduceOp op) {

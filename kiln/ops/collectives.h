@@ -25,6 +25,10 @@ Tensor all_reduce(const Tensor& x, const MeshAxis& axis, ReduceOp op = ReduceOp:
 // Every rank gets every rank's x concatenated along gather_dim in rank
 // order: that dim grows by axis.size.
 Tensor all_gather(const Tensor& x, int64_t gather_dim, const MeshAxis& axis);
+// The same gather of x cast to `dtype` (op all_gather_cast when it differs
+// from x's): its gradient is reduce_scattered in x's dtype, e.g. an f32
+// shard gathered in bf16 gets its gradient summed in f32.
+Tensor all_gather(const Tensor& x, int64_t gather_dim, const MeshAxis& axis, DType dtype);
 
 // op(x of every rank), cut along scatter_dim into axis.size chunks; rank r
 // keeps chunk r. scatter_dim must divide by axis.size. max has no gradient.

@@ -51,10 +51,11 @@ std::vector<Tensor> ParamDistribution::shard(const std::vector<Tensor>& full) co
   return out;
 }
 
-std::vector<Tensor> ParamDistribution::gather(const std::vector<Tensor>& shards) const {
+std::vector<Tensor> ParamDistribution::gather(const std::vector<Tensor>& shards,
+                                              std::optional<DType> dtype) const {
   std::vector<Tensor> out;
   for (size_t i = 0; i < shards.size(); ++i) {
-    Tensor full = all_gather(shards[i], 0, shard_);
+    Tensor full = all_gather(shards[i], 0, shard_, dtype.value_or(shards[i].dtype()));
     int64_t rows = full_shapes_[i][0];
     out.push_back(full.shape()[0] == rows ? full : full.slice(0, 0, rows));
   }
@@ -70,9 +71,10 @@ std::vector<Tensor> ParamDistribution::unshard(const std::vector<Tensor>& shards
 
 std::vector<Tensor> ParamDistribution::compute_params(
     const std::vector<Tensor>& masters, const optim::MixedPrecisionPolicy& policy) const {
-  // Cast first: the all_gather moves compute-dtype (e.g. bf16) shards.
-  std::vector<Tensor> cast = policy.compute_params(masters);
-  return sharded() ? gather(cast) : cast;
+  // Sharded: the all_gather casts each master shard, so it moves
+  // compute-dtype (bf16) shards while its vjp reduce_scatters the gradient
+  // in the masters' dtype (f32), FSDP2's param_dtype / reduce_dtype.
+  return sharded() ? gather(masters, policy.param_dtype) : policy.compute_params(masters);
 }
 
 std::vector<Tensor> ParamDistribution::reduce_grads(const std::vector<Tensor>& grads) const {

@@ -5,11 +5,11 @@
 // SimpleFSDP: masters and AdamW state are sharded along dim 0 over the
 // mesh's dp_shard dimension. Dim 0 is padded with zero rows to a multiple
 // of the degree n, and rank r holds rows [r k, (r + 1) k) (k = padded / n).
-// In the step function each shard is cast to the compute dtype and
-// all_gather'ed (an IR op, so a node of the graph trainer's program), then
-// the padding is sliced off; the all_gather's vjp is the reduce_scatter that
-// brings the gradient back sharded and summed over dp_shard. Padding rows
-// get zero gradients and stay zero under AdamW.
+// In the step function each shard is all_gather'ed in the compute dtype (an
+// IR op that casts, so a node of the graph trainer's program), then the
+// padding is sliced off; the all_gather's vjp is the reduce_scatter, in the
+// masters' dtype (f32), that brings the gradient back sharded and summed
+// over dp_shard. Padding rows get zero gradients and stay zero under AdamW.
 //
 // Replicas (dp_replicate: HSDP, or DDP when dp_shard is 1) hold equal
 // shards; their gradients are summed by one all_reduce per step. Each rank's
@@ -22,6 +22,7 @@
 // process computes, op for op.
 #pragma once
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kiln/dist/mesh.h"
@@ -48,7 +49,8 @@ class ParamDistribution {
   std::vector<Tensor> unshard(const std::vector<Tensor>& shards) const;
 
   // In the step function (traceable):
-  // the model's parameters from the masters (shards): cast, all_gather, unpad.
+  // the model's parameters from the masters (shards): all_gather in the
+  // policy's param dtype, unpad.
   std::vector<Tensor> compute_params(const std::vector<Tensor>& masters,
                                      const optim::MixedPrecisionPolicy& policy) const;
   // The step's gradients (from the backward, accumulated): the global-batch mean.
@@ -59,7 +61,9 @@ class ParamDistribution {
   Tensor mean_loss(const Tensor& loss) const;
 
  private:
-  std::vector<Tensor> gather(const std::vector<Tensor>& shards) const;
+  // The full tensors, gathered in `dtype` (default: the shards').
+  std::vector<Tensor> gather(const std::vector<Tensor>& shards,
+                             std::optional<DType> dtype = std::nullopt) const;
 
   std::shared_ptr<dist::DeviceMesh> mesh_;
   MeshAxis shard_{"dp_shard", 1}, replicate_{"dp_replicate", 1}, dp_{"dp", 1};

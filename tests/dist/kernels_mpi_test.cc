@@ -63,6 +63,51 @@ TEST(CollectiveKernels, AllGatherThenReduceScatterGivesNTimesX) {
     }
 }
 
+TEST(CollectiveKernels, AllGatherCastGathersEachShardRounded) {
+  use_mesh({});
+  MeshAxis shard{"dp_shard", ranks()};
+  for (int dim : {0, 1}) {
+    // Thirds are not bf16 values: each rank's chunk is rounded to bf16.
+    Tensor x = input(me(), {3, 5}) / 3.0;
+    std::vector<Tensor> all;
+    for (const Tensor& t : everyones({3, 5})) all.push_back((t / 3.0).to(DType::bf16));
+    expect_equal(all_gather(x, dim, shard, DType::bf16), concat(all, dim),
+                 cat("all_gather_cast dim ", dim));
+  }
+}
+
+// SimpleFSDP's mixed precision: an f32 shard gathered in bf16 gets its
+// gradient summed in f32. The cotangents (c of each rank: 1 + k/128, bf16
+// values) sum to values such as 4 + 6/128 that bf16 cannot hold (its spacing
+// at 4 is 1/32) but f32 holds exactly: the gradient must be that exact sum.
+TEST(CollectiveKernels, AllGatherCastGradientIsTheF32SumOfTheCotangents) {
+  use_mesh({});
+  const int n = ranks();
+  MeshAxis shard{"dp_shard", n};
+  auto c_of = [&](int r) {
+    std::vector<float> v;
+    for (int64_t i = 0; i < 3 * n * 2; ++i) v.push_back(1.0f + float((r + i) % 8) / 128.0f);
+    return v;
+  };
+  std::vector<float> mine = c_of(me());
+  Tensor c = from_vector<float>(mine, {3 * n, 2});
+  auto vag = value_and_grad([&](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{sum(all_gather(a[0], 0, shard, DType::bf16).to(DType::f32) * c)};
+  });
+  ValueAndGrad r = vag({input(me(), {3, 2})});
+  ASSERT_EQ(r.grads[0].dtype(), DType::f32);
+  std::vector<float> got = r.grads[0].to_vector<float>();
+  bool bf16_would_round = false;
+  for (int64_t i = 0; i < 6; ++i) {
+    double want = 0;  // rank me()'s rows of every rank's c, summed exactly
+    for (int q = 0; q < n; ++q) want += double(c_of(q)[size_t(me() * 6 + i)]);
+    EXPECT_EQ(double(got[size_t(i)]), want) << "element " << i;
+    Tensor in_bf16 = from_vector<float>({float(want)}, {1}).to(DType::bf16);
+    bf16_would_round |= double(in_bf16.item<float>()) != want;
+  }
+  EXPECT_TRUE(bf16_would_round) << "the test should tell an f32 sum from a bf16 one";
+}
+
 TEST(CollectiveKernels, AllReduceAllToAllBroadcastReduce) {
   use_mesh({});
   int n = ranks();

@@ -42,13 +42,18 @@ TEST(Collectives, ShapeRules) {
   EXPECT_EQ(type({8, 3}, [](const Tensor& x) { return all_to_all(x, 0, 0, kDp); }), (Shape{8, 3}));
   EXPECT_EQ(type({5}, [](const Tensor& x) { return broadcast(x, 3, kDp); }), (Shape{5}));
   EXPECT_EQ(type({5}, [](const Tensor& x) { return reduce(x, 0, kDp); }), (Shape{5}));
+  ir::TypeInfo cast = traced_type({2, 3}, [](const Tensor& x) {
+    return all_gather(x, 0, kDp, DType::bf16);
+  });
+  EXPECT_EQ(cast, (ir::TypeInfo{DType::bf16, {8, 3}}));
   // A group of one: every collective keeps the shape.
   EXPECT_EQ(type({3}, [](const Tensor& x) { return all_gather(x, 0, {"tp", 1}); }), (Shape{3}));
 }
 
 TEST(Collectives, DeclaredWithSideEffectsAndCollectiveFusion) {
   for (const char* name :
-       {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"}) {
+       {"all_reduce", "all_gather", "all_gather_cast", "reduce_scatter", "all_to_all", "broadcast",
+        "reduce"}) {
     const ir::OpDef& op = ir::get_op(name);
     EXPECT_TRUE(op.side_effects) << name;
     EXPECT_EQ(op.fusion, ir::FusionClass::collective) << name;
@@ -74,6 +79,8 @@ TEST(Collectives, ShapeAndAttributeErrors) {
   expect_error(trace({2}, [](const Tensor& x) { return all_reduce(x, {"", 2}); }), "mesh_axis");
   expect_error(trace({2}, [](const Tensor& x) { return broadcast(x, 4, kDp); }), "root 4");
   expect_error(trace({2}, [](const Tensor& x) { return reduce(x, -1, kDp); }), "root -1");
+  expect_error(trace({2}, [](const Tensor& x) { return all_gather(x, 0, kDp, DType::i32); }),
+               "all_gather_cast: casts a floating tensor");
   expect_error(trace({2}, [](const Tensor& x) { return all_reduce(x.to(DType::b8), kDp); }),
                "bool");
   expect_error(
@@ -141,6 +148,20 @@ TEST(Collectives, AllGatherAndReduceScatterAreEachOthersAdjoint) {
   b = backward_of({8, 3}, [](const Tensor& x) { return reduce_scatter(x, 0, kDp, ReduceOp::avg); });
   EXPECT_EQ(b.producer().op->name, "div");
   expect_group(b.producer_of(b.producer(), 0), "all_gather");
+}
+
+TEST(Collectives, AllGatherCastReduceScattersInTheInputDtype) {
+  // An f32 shard gathered in bf16: the bf16 cotangent is cast to f32 first.
+  Backward b = backward_of(
+      {2, 3}, [](const Tensor& x) { return all_gather(x, 0, kDp, DType::bf16).to(DType::f32); });
+  expect_group(b.producer(), "reduce_scatter");
+  const ir::Node& cast = b.producer_of(b.producer(), 0);
+  EXPECT_EQ(cast.op->name, "cast");
+  EXPECT_EQ(cast.attrs.dtype("dtype"), DType::f32);
+  // Gathering in the input's own dtype is the plain all_gather.
+  b = backward_of({2, 3}, [](const Tensor& x) { return all_gather(x, 0, kDp, DType::f32); });
+  for (const ir::Node& n : b.rec->graph.nodes())
+    EXPECT_TRUE(n.op->name != "all_gather_cast" && n.op->name != "cast") << n.op->name;
 }
 
 TEST(Collectives, AllReduceIsSelfAdjoint) {

@@ -730,6 +730,7 @@ EXCLUDED = {
     "bernoulli": "kiln's Philox stream has no torch counterpart",
     "all_reduce": "a collective: needs several ranks",
     "all_gather": "a collective: needs several ranks",
+    "all_gather_cast": "a collective: needs several ranks (tests/dist/kernels_mpi_test)",
     "reduce_scatter": "a collective: needs several ranks",
     "all_to_all": "a collective: needs several ranks",
     "broadcast": "a collective: needs several ranks",
