@@ -39,10 +39,12 @@ Tensor Attention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
   KILN_CHECK(x.rank() == 3 && x.dim(2) == config.dim, "Attention: x must be [batch, seq, ",
              config.dim, "], got ", dtype_name(x.dtype()), x.shape());
   const int64_t B = x.dim(0), S = x.dim(1), hd = config.head_dim;
-  // [B, S, heads, head_dim]: the layout rope and the q/k norms work in.
-  Tensor q = q_proj.forward(x).reshape({B, S, config.n_heads, hd});
-  Tensor k = k_proj.forward(x).reshape({B, S, config.n_kv_heads, hd});
-  Tensor v = v_proj.forward(x).reshape({B, S, config.n_kv_heads, hd});
+  // [B, S, heads, head_dim]: the layout rope and the q/k norms work in. The
+  // head counts come from the projections: under tensor parallelism they
+  // hold this rank's heads only.
+  Tensor q = q_proj.forward(x).reshape({B, S, -1, hd});
+  Tensor k = k_proj.forward(x).reshape({B, S, -1, hd});
+  Tensor v = v_proj.forward(x).reshape({B, S, -1, hd});
   if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
   q = rope(q, cos, sin).transpose(1, 2);
   k = rope(k, cos, sin).transpose(1, 2);
@@ -54,7 +56,7 @@ Tensor Attention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
   if (config.impl == "flash") o = flash_attention(q, k, v, options, doc_ids);
   else if (doc_ids.defined()) o = document_causal_attention(q, k, v, doc_ids);
   else o = scaled_dot_product_attention(q, k, v, options);
-  return o_proj.forward(o.transpose(1, 2).reshape({B, S, config.n_heads * hd}));
+  return o_proj.forward(o.transpose(1, 2).reshape({B, S, -1}));
 }
 
 Tensor document_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,

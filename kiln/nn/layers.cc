@@ -5,6 +5,7 @@
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/model.h"
+#include "kiln/ops/parallel_region.h"
 
 namespace kiln::nn {
 
@@ -20,7 +21,10 @@ Tensor Linear::forward(const Tensor& x) const {
   // One GEMM over all leading dims.
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = weight.dim(0);
-  Tensor y = matmul(x.reshape({-1, in}), weight, false, true);
+  Tensor x2 = x.reshape({-1, in});
+  if (style == ParallelStyle::column) x2 = enter_parallel_region(x2, parallel_axis);
+  Tensor y = matmul(x2, weight, false, true);
+  if (style == ParallelStyle::row) y = leave_parallel_region(y, parallel_axis);
   if (bias.defined()) y = y + bias;
   return y.reshape(out_shape);
 }

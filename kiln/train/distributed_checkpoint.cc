@@ -32,8 +32,9 @@ std::string save_checkpoint(CheckpointManager& manager, const CheckpointData& da
                             const dist::DeviceMesh& mesh) {
   dist::ProcessGroup& world = mesh.world();
   const bool lead = world.rank() == 0;
-  // Replicas hold equal shards: the first one writes them.
-  const bool writer = mesh.coordinate("dp_replicate") == 0;
+  // Replicas (and the ranks of a tp group, which save gathered tensors)
+  // hold equal shards: the first one writes them.
+  const bool writer = mesh.coordinate("dp_replicate") == 0 && mesh.coordinate("tp") == 0;
   std::string temp = broadcast_text(world, lead ? manager.begin(data.step) : "");
   ShardDigest mine = writer ? manager.write_shard(temp, data) : ShardDigest{};
   std::vector<ShardDigest> all = all_digests(world, mine);

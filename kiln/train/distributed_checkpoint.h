@@ -1,7 +1,7 @@
 // Checkpoints saved by every rank of a run together: each dp_shard rank of
-// the first replica writes its shards, into one temporary directory that
-// rank 0 made and then publishes with the manifest (checkpoint.h). One
-// process alone is the plain save.
+// the first replica (and tp rank 0) writes its shards, into one temporary
+// directory that rank 0 made and then publishes with the manifest
+// (checkpoint.h). One process alone is the plain save.
 #pragma once
 #include <string>
 

@@ -13,8 +13,8 @@ int64_t shard_rows(int64_t rows, int64_t n) { return (rows + n - 1) / n; }
 }  // namespace
 
 ParamDistribution::ParamDistribution(std::shared_ptr<dist::DeviceMesh> mesh,
-                                     std::vector<Shape> full_shapes)
-    : mesh_(std::move(mesh)), full_shapes_(std::move(full_shapes)) {
+                                     std::vector<Shape> full_shapes, TensorParallelPlan tp)
+    : mesh_(std::move(mesh)), full_shapes_(std::move(full_shapes)), tp_(std::move(tp)) {
   KILN_CHECK(mesh_, "data parallelism: no device mesh");
   shard_.size = mesh_->size("dp_shard");
   replicate_.size = mesh_->size("dp_replicate");
@@ -30,7 +30,8 @@ std::string ParamDistribution::describe() const {
                      : sharded()                      ? "SimpleFSDP"
                      : dp_.size > 1                   ? "DDP"
                                                       : "one data-parallel rank";
-  return cat("dp_replicate ", replicate_.size, " x dp_shard ", shard_.size, " (", kind, ")");
+  return cat("dp_replicate ", replicate_.size, " x dp_shard ", shard_.size, " (", kind, ")",
+             tp_.enabled() ? cat(" x tp ", tp_.degree(), " (tensor parallel)") : "");
 }
 
 std::vector<Tensor> ParamDistribution::shard(const std::vector<Tensor>& full) const {
@@ -77,7 +78,8 @@ std::vector<Tensor> ParamDistribution::compute_params(
   return sharded() ? gather(masters, policy.param_dtype) : policy.compute_params(masters);
 }
 
-std::vector<Tensor> ParamDistribution::reduce_grads(const std::vector<Tensor>& grads) const {
+std::vector<Tensor> ParamDistribution::reduce_grads(const std::vector<Tensor>& tp_local) const {
+  std::vector<Tensor> grads = tp_.reduce_grads(tp_local);
   if (dp_.size == 1) return grads;
   // Sum over replicas (dp_shard was summed by the reduce_scatters), then
   // the sum of dp local means -> the global mean (exact for powers of two).
@@ -88,10 +90,12 @@ std::vector<Tensor> ParamDistribution::reduce_grads(const std::vector<Tensor>& g
 }
 
 optim::ClipResult ParamDistribution::clip(const std::vector<Tensor>& grads, double max_norm) const {
-  if (!sharded()) return optim::clip_grad_norm(grads, max_norm);
-  // Replicas hold equal gradients: the squares are summed over the shards only.
-  Tensor local = optim::global_norm(grads);
-  return optim::clip_to_norm(grads, sqrt(all_reduce(local * local, shard_)), max_norm);
+  if (!sharded() && !tp_.enabled()) return optim::clip_grad_norm(grads, max_norm);
+  // Replicas hold equal gradients: the squares are summed over the shards
+  // only (and over tp for the tp slices).
+  Tensor squares = tp_.squared_norm(grads);
+  if (sharded()) squares = all_reduce(squares, shard_);
+  return optim::clip_to_norm(grads, sqrt(squares), max_norm);
 }
 
 Tensor ParamDistribution::mean_loss(const Tensor& loss) const {

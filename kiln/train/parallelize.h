@@ -18,8 +18,12 @@
 // reported is the mean of the ranks' losses, and the gradient norm covers
 // every shard.
 //
-// Without a mesh, or with dp degrees of 1, every function computes what one
-// process computes, op for op.
+// With tensor parallelism (tensor_parallel.h) the full shapes and the
+// tensors here are this rank's tp slices; the plan adds its gradient
+// reduction and its share of the gradient norm.
+//
+// Without a mesh, or with dp and tp degrees of 1, every function computes
+// what one process computes, op for op.
 #pragma once
 #include <memory>
 #include <optional>
@@ -29,6 +33,7 @@
 #include "kiln/ops/collectives.h"
 #include "kiln/optim/clip.h"
 #include "kiln/optim/mixed_precision.h"
+#include "kiln/train/tensor_parallel.h"
 
 namespace kiln::train {
 
@@ -36,7 +41,8 @@ class ParamDistribution {
  public:
   ParamDistribution() = default;  // one process
   // Parameters of `full_shapes` (each of rank >= 1) on `mesh`'s dp dimensions.
-  ParamDistribution(std::shared_ptr<dist::DeviceMesh> mesh, std::vector<Shape> full_shapes);
+  ParamDistribution(std::shared_ptr<dist::DeviceMesh> mesh, std::vector<Shape> full_shapes,
+                    TensorParallelPlan tp = {});
 
   int64_t dp_degree() const { return dp_.size; }  // ranks a global batch is split over
   bool sharded() const { return shard_.size > 1; }
@@ -69,6 +75,7 @@ class ParamDistribution {
   MeshAxis shard_{"dp_shard", 1}, replicate_{"dp_replicate", 1}, dp_{"dp", 1};
   int64_t shard_rank_ = 0;
   std::vector<Shape> full_shapes_;
+  TensorParallelPlan tp_;
 };
 
 }  // namespace kiln::train

@@ -33,6 +33,7 @@
 #include "kiln/train/peak.h"
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
+#include "kiln/train/tensor_parallel.h"
 
 namespace fs = std::filesystem;
 
@@ -52,13 +53,17 @@ double seconds_since(Clock::time_point t) {
 // trainer cannot honour yet: refused up front rather than ignored.
 void check_supported(const TrainConfig& c) {
   const ParallelismSection& p = c.parallelism;
-  for (auto [key, degree] : {std::pair{"tensor_parallel_degree", p.tensor_parallel_degree},
-                             {"context_parallel_degree", p.context_parallel_degree},
+  for (auto [key, degree] : {std::pair{"context_parallel_degree", p.context_parallel_degree},
                              {"pipeline_parallel_degree", p.pipeline_parallel_degree},
                              {"expert_parallel_degree", p.expert_parallel_degree}})
     KILN_CHECK(degree <= 1, "parallelism.", key, " = ", degree,
-               ": this trainer runs data parallelism only for now (data_parallel_replicate_degree"
-               " and data_parallel_shard_degree); set it to 1");
+               ": this trainer runs data and tensor parallelism only for now"
+               " (data_parallel_replicate_degree, data_parallel_shard_degree,"
+               " tensor_parallel_degree); set it to 1");
+  KILN_CHECK(p.tensor_parallel_degree <= 1 || !c.compile.scan_layers,
+             "parallelism.tensor_parallel_degree = ", p.tensor_parallel_degree,
+             ": compile.scan_layers is not supported with tensor parallelism yet; set"
+             " --compile.scan_layers=false");
   KILN_CHECK(
       !c.profiler.enable_profiling,
       "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
@@ -172,6 +177,7 @@ class Run {
   StepResult train_step(double lr);
   double validate();
   std::string save(int64_t step);
+  std::vector<Tensor> checkpoint_shards(const std::vector<Tensor>& local) const;
   void export_hf_model();
 
   const TrainConfig& c_;
@@ -186,7 +192,8 @@ class Run {
   std::unique_ptr<CausalLM> model_;
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;     // the full parameters'
-  std::vector<Tensor> masters_;   // this rank's shards (the full tensors without SimpleFSDP)
+  std::vector<Tensor> masters_;   // this rank's shards (the full tensors without SimpleFSDP or TP)
+  TensorParallelPlan tp_;
   std::shared_ptr<const ParamDistribution> dist_;
   std::unique_ptr<optim::AdamW> adamw_;
   optim::AdamWState state_;
@@ -270,10 +277,14 @@ void Run::setup_model() {
     shapes_.push_back(p->shape());
     masters_.push_back(*p);
   }
+  // Every rank built the full model from the seed: keep its tp slices.
+  tp_ = TensorParallelPlan(*mesh_.mesh(), mc_, names_);
+  masters_ = tp_.shard(masters_);
   // The model the steps run; its parameters are replaced by the (cast)
   // masters in every step, so a bf16 copy starts as zeros.
   model_ = policy_.param_dtype == DType::f32 ? std::move(f32_model)
                                              : std::make_unique<CausalLM>(mc_, policy_.param_dtype);
+  tp_.apply(*model_);
 
   optim::AdamWOptions ao;
   ao.beta1 = c_.optimizer.beta1;
@@ -283,7 +294,7 @@ void Run::setup_model() {
   adamw_ = std::make_unique<optim::AdamW>(
       ao, optim::default_param_groups(names_, masters_, ao.weight_decay,
                                       c_.optimizer.decay_norms_and_embeddings));
-  dist_ = std::make_shared<const ParamDistribution>(mesh_.mesh(), shapes_);
+  dist_ = std::make_shared<const ParamDistribution>(mesh_.mesh(), tp_.local_shapes(shapes_), tp_);
   masters_ = dist_->shard(masters_);
   state_ = adamw_->init(masters_);
 
@@ -331,9 +342,9 @@ bool Run::resume() {
   }
   state_ = optim::adamw_state_from_tensors(
       ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), names_, full, kOptimizerPrefix);
-  masters_ = dist_->shard(full);
-  state_.m = dist_->shard(state_.m);
-  state_.v = dist_->shard(state_.v);
+  masters_ = dist_->shard(tp_.shard(full));
+  state_.m = dist_->shard(tp_.shard(state_.m));
+  state_.v = dist_->shard(tp_.shard(state_.v));
   loader_->load_json(ck.loader);
   if (ck.scheduler != schedule_->to_json())
     out_ << "note: the learning-rate schedule differs from the checkpoint's; continuing with "
@@ -385,14 +396,24 @@ double Run::validate() {
   return sum / double(batches);
 }
 
+// What a checkpoint holds of this rank's tensors: its dp_shard shards of the
+// full tensors. Under tensor parallelism the tp slices are gathered first
+// (collective), so checkpoints never depend on the tp degree.
+std::vector<Tensor> Run::checkpoint_shards(const std::vector<Tensor>& local) const {
+  if (!tp_.enabled()) return local;
+  return ParamDistribution(mesh_.mesh(), shapes_).shard(tp_.unshard(dist_->unshard(local)));
+}
+
 // Every rank takes part; the first replica's dp_shard ranks each write
 // their shards (rank 0 alone without SimpleFSDP). Returns the checkpoint's
 // path on rank 0, "" elsewhere.
 std::string Run::save(int64_t step) {
   CheckpointData d;
   d.step = step;
-  for (size_t i = 0; i < names_.size(); ++i) d.model.emplace_back(names_[i], masters_[i]);
-  d.optimizer = optim::adamw_state_tensors(state_, names_, kOptimizerPrefix);
+  std::vector<Tensor> masters = checkpoint_shards(masters_);
+  for (size_t i = 0; i < names_.size(); ++i) d.model.emplace_back(names_[i], masters[i]);
+  optim::AdamWState state{state_.step, checkpoint_shards(state_.m), checkpoint_shards(state_.v)};
+  d.optimizer = optim::adamw_state_tensors(state, names_, kOptimizerPrefix);
   d.optimizer_state = optim::adamw_state_json(state_, adamw_->options());
   d.scheduler = schedule_->to_json();
   d.loader = loader_->to_json();
@@ -409,7 +430,7 @@ std::string Run::save(int64_t step) {
 
 void Run::export_hf_model() {
   DType dtype = c_.checkpoint.export_dtype == "bfloat16" ? DType::bf16 : DType::f32;
-  std::vector<Tensor> full = dist_->unshard(masters_);
+  std::vector<Tensor> full = tp_.unshard(dist_->unshard(masters_));
   if (!mesh_.lead()) {
     synchronize();  // run this rank's part of the gathers before it exits
     return;

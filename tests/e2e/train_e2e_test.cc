@@ -200,8 +200,8 @@ TEST_F(TrainE2E, BadInputFailsWithOneLine) {
            {"train --config llama3_debug --data.path /no/such/corpus --job.dump_folder " +
                 (root_ / "bad").string(),
             "/no/such/corpus"},
-           {"train --config llama3_debug --parallelism.tensor_parallel_degree 2" + data,
-            "parallelism.tensor_parallel_degree"},
+           {"train --config llama3_debug --parallelism.pipeline_parallel_degree 2" + data,
+            "parallelism.pipeline_parallel_degree"},
            {"generate --checkpoint /no/such/run --prompt hi", "/no/such/run"},
        }) {
     CliRun r = run_cli(c.args);

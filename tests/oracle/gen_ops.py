@@ -735,6 +735,8 @@ EXCLUDED = {
     "all_to_all": "a collective: needs several ranks",
     "broadcast": "a collective: needs several ranks",
     "reduce": "a collective: needs several ranks",
+    "enter_parallel_region": "tensor parallelism's region entry: needs several ranks (tests/dist/data_parallel_test)",
+    "leave_parallel_region": "tensor parallelism's region exit: needs several ranks (tests/dist/data_parallel_test)",
     "flash_attention_backward": "tested through the forward op's gradient",
     "linear_cross_entropy_backward": "tested through the forward op's gradient",
     "rms_norm_backward": "tested through the forward op's gradient",
