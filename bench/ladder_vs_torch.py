@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+"""Steady-state training tokens/s and peak memory of each rung of kiln's execution
+ladder, against PyTorch (eager and torch.compile) training the same model.
+
+For each recipe (default: llama3_debug and llama3_100m) this runs `kiln train`
+once per rung, each in a fresh dump folder with the same batch, sequence length,
+thread count and precision:
+
+    strict          --runtime.eager_mode=strict (the default)
+    defer           --runtime.eager_mode=defer_and_fuse
+    compile         --compile.enable (each transformer block compiled once)
+    graph           --compile.graph_trainer (the whole step as one program)
+    strict_fused    strict + --override attention=flash --override loss=fused_ce
+    graph_fused     graph + the same fused kernels
+
+and then trains the same architecture with PyTorch: transformers'
+LlamaForCausalLM (SDPA attention) built from kiln's effective config, AdamW with
+the recipe's hyper-parameters and parameter groups (no decay on norms and
+embeddings unless the recipe decays them; fused=True), gradient clipping to
+max_norm and a LambdaLR warm-up, on random tokens of the same [batch, seq_len]
+shape (throughput does not depend on the data). bf16 means kiln's
+mixed_precision_param=bfloat16 (bf16 compute, f32 master weights and AdamW state)
+and, for torch, f32 weights and AdamW state under torch.autocast(bfloat16): the
+same policy. torch.compile compiles the model (forward and backward through
+AOTAutograd and Inductor); AdamW stays eager. A failing rung is reported in the
+table, not raised.
+
+Tokens/s is the median over the steps after the first --warmup steps (which
+hold compilation, fused-kernel code generation and cache warm-up): kiln's from
+the per-step `tps` of metrics.jsonl, torch's from the wall time of each step.
+kiln runs with KILN_FUSED_CODEGEN=sync, so generated fused kernels are built
+during the warm-up steps instead of running interpreted while they build
+(--codegen async measures kiln's default). Memory: "kiln alloc" is kiln's
+allocator high-water mark over the measured steps (mem_peak_bytes; torch has no
+CPU allocator statistics), "max RSS" the peak resident set of the training
+process (its VmHWM, sampled until it exits; compiler subprocesses not counted),
+which counts code, libraries and data loading as well. Recipes under 10M
+parameters run 10x --warmup and --steps: their steps take milliseconds, and on a
+loaded machine a few of them say little. "tok/CPU-s" divides the measured
+steps' tokens by the CPU time the process spent on them (kiln: sampled from
+/proc as metrics.jsonl grows; torch: time.process_time): with --threads 1 it
+barely moves when other processes load the machine, unlike tokens/s (with more
+threads, OpenMP barrier spinning counts as CPU time).
+
+    .venv/bin/python bench/ladder_vs_torch.py                 # both models, 10 steps after 3
+    .venv/bin/python bench/ladder_vs_torch.py --quick         # 4 steps after 2
+    .venv/bin/python bench/ladder_vs_torch.py --models llama3_debug --rungs strict,graph,torch
+"""
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+
+KILN_RUNGS = {
+    "strict": ("kiln strict eager", ["--runtime.eager_mode=strict"]),
+    "defer": ("kiln defer_and_fuse", ["--runtime.eager_mode=defer_and_fuse"]),
+    "compile": ("kiln per-block compile", ["--compile.enable"]),
+    "graph": ("kiln graph trainer", ["--compile.graph_trainer"]),
+    "strict_fused": ("kiln strict + flash/fused_ce", ["--runtime.eager_mode=strict"]),
+    "graph_fused": ("kiln graph trainer + flash/fused_ce", ["--compile.graph_trainer"]),
+}
+FUSED_OVERRIDES = ["--override", "attention=flash", "--override", "loss=fused_ce"]
+TORCH_RUNGS = {"torch": "PyTorch eager", "torch_compile": "PyTorch torch.compile"}
+ALL_RUNGS = list(KILN_RUNGS) + list(TORCH_RUNGS)
+
+
+# ---- kiln ---------------------------------------------------------------------------------------
+
+def vm_hwm(pid):
+    """The process's peak resident set so far (bytes), or 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of the process so far (readable until it is reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class StepCpu:
+    """Watches a running kiln's metrics.jsonl and notes the process's CPU time when
+    the warm-up steps are logged and when the last step is: CPU seconds per measured
+    step, which, unlike wall time, barely moves when other processes load the machine."""
+
+    def __init__(self, path, warmup, total):
+        self.path, self.warmup, self.total = path, warmup, total
+        self.size, self.start, self.end = -1, None, None
+
+    def __call__(self, pid):
+        try:
+            size = os.path.getsize(self.path)
+        except OSError:
+            return
+        if size == self.size:
+            return
+        self.size = size
+        with open(self.path) as f:
+            lines = sum(1 for line in f if line.endswith("\n"))
+        cpu = cpu_seconds(pid)
+        if cpu is None:
+            return
+        if lines >= self.warmup and self.start is None:
+            self.start = (lines, cpu)
+        if lines >= self.total and self.start and lines > self.start[0]:
+            self.end = (lines, cpu)
+
+    def per_step(self):
+        if not (self.start and self.end):
+            return None
+        return (self.end[1] - self.start[1]) / (self.end[0] - self.start[0])
+
+
+def run_measured(cmd, log_path, timeout, env=None, watch=None):
+    """Runs cmd with output to log_path; returns (exit status, wall s, peak RSS bytes).
+    Status None means it was killed after `timeout` seconds. The peak RSS is the
+    process's own VmHWM, sampled until it exits (rusage would also count the
+    compiler processes that kiln and Inductor start). watch(pid) is called at every
+    sample, before the process is reaped."""
+    start = time.perf_counter()
+    rss = 0
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        while True:
+            rss = max(rss, vm_hwm(proc.pid))
+            if watch:
+                watch(proc.pid)
+            if proc.poll() is not None:
+                break
+            if time.perf_counter() - start > timeout:
+                proc.kill()
+                proc.wait()
+                return None, time.perf_counter() - start, rss
+            time.sleep(0.01)
+    return proc.returncode, time.perf_counter() - start, rss
+
+
+def last_error_line(log_path):
+    with open(log_path, errors="replace") as f:
+        lines = [l.strip() for l in f if l.strip()]
+    for l in reversed(lines):
+        if "error" in l.lower() or "not implemented" in l or "failed" in l.lower():
+            return l
+    return lines[-1] if lines else "no output"
+
+
+def kiln_config(kiln, recipe, precision):
+    out = subprocess.run([kiln, "train", "--config", recipe, "--print-config",
+                          "--training.mixed_precision_param", precision],
+                         check=True, capture_output=True, text=True).stdout
+    return tomllib.loads(out)
+
+
+def run_kiln(args, recipe, key, workdir):
+    label, flags = KILN_RUNGS[key]
+    if key.endswith("_fused"):
+        flags = flags + FUSED_OVERRIDES
+    dump = os.path.join(workdir, f"{recipe}-{key}-{args.round}")
+    cmd = [args.kiln, "train", "--config", recipe, "--job.dump_folder", dump,
+           "--training.steps", str(args.warmup + args.steps),
+           "--training.mixed_precision_param", args.precision,
+           "--runtime.num_threads", str(args.threads),
+           "--metrics.log_freq", "1", "--metrics.enable_tensorboard=false",
+           "--metrics.progress_bar=false", "--checkpoint.enable=false",
+           "--validation.enable=false"] + flags
+    env = dict(os.environ, KILN_FUSED_CODEGEN=args.codegen)
+    os.makedirs(dump, exist_ok=True)
+    log = os.path.join(dump, "stdout.log")
+    watch = StepCpu(os.path.join(dump, "metrics.jsonl"), args.warmup, args.warmup + args.steps)
+    rc, wall, rss = run_measured(cmd, log, args.timeout, env, watch)
+    row = {"rung": label, "wall_s": wall, "rss": rss}
+    if rc != 0:
+        row["note"] = (f"timed out after {args.timeout} s" if rc is None
+                       else f"failed (exit {rc}): {last_error_line(log)}")
+        return row
+    with open(os.path.join(dump, "metrics.jsonl")) as f:
+        metrics = [json.loads(l) for l in f if l.strip()]
+    measured = [m for m in metrics if m["step"] > args.warmup]
+    if not measured:
+        row["note"] = "no steps after the warm-up in metrics.jsonl"
+        return row
+    tps = [m["tps"] for m in measured]
+    row.update(tps=statistics.median(tps), best=max(tps),
+               spread=(max(tps) - min(tps)) / statistics.median(tps),
+               alloc=max(m["mem_peak_bytes"] for m in measured),
+               first_s=tokens_per_step(args.config) / metrics[0]["tps"])
+    if watch.per_step():
+        row["tok_cpu"] = tokens_per_step(args.config) / watch.per_step()
+    return row
+
+
+def param_count(cfg):
+    """Parameters of a dense Llama model (as `kiln info --model` counts them)."""
+    m = cfg["model"]
+    d, q, kv = m["dim"], m["n_heads"] * m["head_dim"], m["n_kv_heads"] * m["head_dim"]
+    layer = d * (q + 2 * kv) + q * d + 2 * d + 3 * d * m["ffn_dim"]
+    embed = m["vocab_size"] * d * (1 if m["tie_embeddings"] else 2)
+    return m["n_layers"] * layer + embed + d
+
+
+def tokens_per_step(cfg):
+    return cfg["training"]["local_batch_size"] * cfg["training"]["seq_len"]
+
+
+# ---- PyTorch (in a subprocess, so each run's RSS and failures are its own) -----------------------
+
+def torch_worker(spec):
+    """Trains the model of `spec` for warmup + steps steps; prints one JSON line."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(0)
+    m, t, o, s = spec["model"], spec["training"], spec["optimizer"], spec["lr_scheduler"]
+    config = LlamaConfig(
+        vocab_size=m["vocab_size"], hidden_size=m["dim"], intermediate_size=m["ffn_dim"],
+        num_hidden_layers=m["n_layers"], num_attention_heads=m["n_heads"],
+        num_key_value_heads=m["n_kv_heads"], head_dim=m["head_dim"], hidden_act="silu",
+        # kiln's Llama family uses Llama 3.1 RoPE scaling (as the registry's llama3_debug);
+        # max_position_embeddings only bounds positions, 8192 keeps HF from warning.
+        max_position_embeddings=max(8192, t["seq_len"]), rms_norm_eps=m["norm_eps"],
+        initializer_range=m["init_std"], tie_word_embeddings=m["tie_embeddings"],
+        rope_theta=m["rope_theta"], attention_bias=False, mlp_bias=False,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+        attn_implementation="sdpa")
+    model = LlamaForCausalLM(config)
+    model.train()
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        skip = not o["decay_norms_and_embeddings"] and (
+            p.ndim < 2 or name.endswith("embed_tokens.weight"))
+        (no_decay if skip else decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], fused=True)
+    warm = max(1, s["warmup_steps"])
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / warm))
+    params = [p for p in model.parameters()]
+    forward = torch.compile(model) if spec["compile"] else model
+    bf16 = spec["precision"] == "bfloat16"
+    batch, seq, vocab = t["local_batch_size"], t["seq_len"], m["vocab_size"]
+    gen = torch.Generator().manual_seed(0)
+
+    def step():
+        ids = torch.randint(0, vocab, (batch, seq + 1), generator=gen)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = forward(input_ids=ids[:, :-1]).logits
+        loss = F.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, t["max_norm"])
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+    times, cpu = [], []
+    for _ in range(spec["warmup"] + spec["steps"]):
+        t0, c0 = time.perf_counter(), time.process_time()
+        step()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    print(json.dumps({"step_s": times, "cpu_s": cpu}))
+
+
+def run_torch(args, recipe, key, workdir):
+    row = {"rung": TORCH_RUNGS[key], "wall_s": 0, "rss": None}
+    if args.family != "llama3":
+        row["note"] = f"skipped: the PyTorch side builds Llama models, not {args.family}"
+        return row
+    spec = dict(args.config, threads=args.threads, compile=key == "torch_compile",
+                precision=args.precision, warmup=args.warmup, steps=args.steps)
+    log = os.path.join(workdir, f"{recipe}-{key}-{args.round}.log")
+    cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", json.dumps(spec)]
+    rc, row["wall_s"], row["rss"] = run_measured(cmd, log, args.timeout)
+    if rc != 0:
+        row["note"] = (f"timed out after {args.timeout} s" if rc is None
+                       else f"failed (exit {rc}): {last_error_line(log)}")
+        return row
+    with open(log) as f:
+        result = json.loads(f.read().strip().splitlines()[-1])
+    times, cpu = result["step_s"], result["cpu_s"][args.warmup:]
+    tps = [tokens_per_step(args.config) / x for x in times[args.warmup:]]
+    row["tok_cpu"] = tokens_per_step(args.config) * len(cpu) / sum(cpu)
+    row.update(tps=statistics.median(tps), best=max(tps),
+               spread=(max(tps) - min(tps)) / statistics.median(tps),
+               first_s=times[0])
+    return row
+
+
+# ---- report -------------------------------------------------------------------------------------
+
+def mib(n):
+    return "-" if not n else f"{n / 2**20:,.0f} MiB"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "n/a"
+
+
+def print_table(recipe, margs, rows):
+    cfg = margs.config
+    m, t = cfg["model"], cfg["training"]
+    print(f"\n{recipe}: {param_count(cfg) / 1e6:.1f}M parameters (dim {m['dim']}, "
+          f"{m['n_layers']} layers, {m['n_heads']}/{m['n_kv_heads']} heads, ffn {m['ffn_dim']}, "
+          f"vocab {m['vocab_size']}); batch {t['local_batch_size']} x seq {t['seq_len']} = "
+          f"{tokens_per_step(cfg)} tokens/step; {margs.precision}; "
+          f"{margs.warmup} warm-up + {margs.steps} measured steps")
+    def reference(label, field):
+        return next((r.get(field) for r in rows if r["rung"] == label), None)
+
+    strict = reference(KILN_RUNGS["strict"][0], "tps")
+    eager = reference(TORCH_RUNGS["torch"], "tps")
+    eager_cpu = reference(TORCH_RUNGS["torch"], "tok_cpu")
+    head = (f"{'rung':<36} {'tokens/s':>9} {'best':>9} {'spread':>6} {'vs strict':>9} "
+            f"{'vs torch':>8} {'tok/CPU-s':>9} {'vs torch':>8} {'1st step':>9} "
+            f"{'kiln alloc':>10} {'max RSS':>10}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if "tps" not in r:
+            print(f"{r['rung']:<36} {'-':>9} {'':>9} {'':>6} {'':>9} {'':>8} {'':>9} {'':>8} "
+                  f"{'':>9} {'':>10} {mib(r['rss']):>10}  {r['note']}")
+            continue
+        cpu = f"{r['tok_cpu']:,.0f}" if r.get("tok_cpu") else "-"
+        print(f"{r['rung']:<36} {r['tps']:>9,.0f} {r['best']:>9,.0f} {r['spread'] * 100:>5.0f}% "
+              f"{ratio(r['tps'], strict):>9} {ratio(r['tps'], eager):>8} {cpu:>9} "
+              f"{ratio(r.get('tok_cpu'), eager_cpu):>8} {r['first_s']:>8.2f}s "
+              f"{mib(r.get('alloc')):>10} {mib(r['rss']):>10}")
+    print("(vs strict / vs torch: median tokens/s over kiln strict eager's / PyTorch eager's; "
+          "tok/CPU-s: tokens per CPU-second of the process over the measured steps, and its "
+          "ratio to PyTorch eager's; 1st step: its seconds, compilation included" +
+          (", in the kept run: later rounds find kiln's compile cache warm)"
+           if margs.repeat > 1 else ")"))
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def model_family(kiln, cfg):
+    out = subprocess.run([kiln, "info", "--model", cfg["model"]["name"], "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["family"]
+
+
+def print_environment(args):
+    import torch
+    import transformers
+    info = subprocess.run([args.kiln, "info"], capture_output=True, text=True).stdout
+    features = next((l.split(":", 1)[1].strip() for l in info.splitlines()
+                     if l.startswith("cpu features")), "?")
+    print(f"cpu: {cpu_name()}, {os.cpu_count()} logical cores; {features}")
+    print(f"threads: {args.threads} (kiln --runtime.num_threads, torch.set_num_threads)")
+    print(f"kiln: {args.kiln}, KILN_FUSED_CODEGEN={args.codegen}; torch {torch.__version__}, "
+          f"transformers {transformers.__version__}")
+    print(f"precision: {args.precision}" + (
+        " (kiln: bf16 compute, f32 master weights; torch: f32 weights, bf16 autocast)"
+        if args.precision == "bfloat16" else ""))
+    print("tokens/s: the median over the measured steps; best: the fastest step; "
+          "spread: (max - min) / median" + (
+              f"; each rung run {args.repeat} times, interleaved, the run with the highest "
+              "median kept" if args.repeat > 1 else ""))
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--torch-worker":
+        try:
+            torch_worker(json.loads(sys.argv[2]))
+        except Exception as e:  # reported as the rung's note
+            msg = " ".join(str(e).split())[:160]
+            sys.exit(f"error: {type(e).__name__}: {msg}")
+        return
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kiln", default=os.environ.get("KILN_CLI", "build/kiln"),
+                        help="the kiln executable (default: $KILN_CLI or build/kiln)")
+    parser.add_argument("--models", default="llama3_debug,llama3_100m",
+                        help="comma-separated recipes (names in recipes/ or paths)")
+    parser.add_argument("--rungs", default=",".join(ALL_RUNGS),
+                        help=f"comma-separated subset of {','.join(ALL_RUNGS)}")
+    parser.add_argument("--steps", type=int, default=10, help="measured steps per rung")
+    parser.add_argument("--warmup", type=int, default=3, help="steps skipped before measuring")
+    parser.add_argument("--quick", action="store_true", help="2 warm-up + 4 measured steps")
+    parser.add_argument("--precision", choices=["bfloat16", "float32"], default="bfloat16")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--codegen", choices=["sync", "async"], default="sync",
+                        help="KILN_FUSED_CODEGEN for kiln's runs (default sync: see above)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run every rung this many times, in interleaved rounds, and keep "
+                             "each rung's run with the highest median (for a loaded machine)")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="keep the runs' dump folders and logs here (default: a temp dir)")
+    args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # the table and stderr's progress in order
+    if args.quick:
+        args.warmup, args.steps = 2, 4
+    if not os.access(args.kiln, os.X_OK):
+        sys.exit(f"kiln executable not found at {args.kiln}; build it or pass --kiln")
+    rungs = args.rungs.split(",")
+    for r in rungs:
+        if r not in ALL_RUNGS:
+            sys.exit(f"unknown rung '{r}'; choose from {','.join(ALL_RUNGS)}")
+    if args.steps < 1 or args.warmup < 1 or args.repeat < 1:
+        sys.exit("--steps, --warmup and --repeat must be at least 1 (the first step compiles)")
+
+    print_environment(args)
+    with tempfile.TemporaryDirectory(prefix="kiln-ladder-") as tmp:
+        workdir = args.keep or tmp
+        os.makedirs(workdir, exist_ok=True)
+        for recipe in args.models.split(","):
+            margs = copy.copy(args)
+            margs.config = kiln_config(args.kiln, recipe, args.precision)
+            margs.family = model_family(args.kiln, margs.config)
+            if param_count(margs.config) < 10_000_000:
+                margs.steps *= 10
+                margs.warmup *= 10
+            best = {}
+            for margs.round in range(args.repeat):
+                for key in rungs:
+                    run = run_kiln if key in KILN_RUNGS else run_torch
+                    row = run(margs, recipe, key, workdir)
+                    if key not in best or row.get("tps", 0) > best[key].get("tps", 0):
+                        best[key] = row
+                    done = f"{row['tps']:,.0f} tokens/s" if "tps" in row else row["note"]
+                    print(f"  [{recipe}, round {margs.round + 1}] {row['rung']}: {done} "
+                          f"({row['wall_s']:.0f} s)", file=sys.stderr, flush=True)
+            print_table(recipe, margs, [best[k] for k in rungs])
+    print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
