@@ -101,6 +101,16 @@ class DataParallel : public ::testing::Test {
 
   static void save_and_resume(const Mesh& saver, const std::vector<Mesh>& resumers);
 
+  // `m` again in the graph trainer: the same step function, collectives
+  // included, compiled, must give the eager run's (dump m.name) bits.
+  static void expect_graph_trainer_equals_eager(const Mesh& m) {
+    CliRun graph = kiln(m, m.name + "_graph", "--compile.graph_trainer");
+    ASSERT_EQ(graph.status, 0) << m.name << "\n" << graph.output;
+    Curve g = curve(m.name + "_graph"), e = curve(m.name);
+    EXPECT_EQ(g.loss, e.loss) << m.name << ": graph trainer vs eager";
+    EXPECT_EQ(g.grad_norm, e.grad_norm) << m.name << ": graph trainer vs eager";
+  }
+
   static fs::path root_;
   static Curve reference_;
 };
@@ -152,12 +162,7 @@ TEST_F(DataParallel, EveryMeshGivesTheOneProcessLosses) {
     EXPECT_EQ(count(eager.output, "\nstep 3 "), 1u) << "rank 0 alone reports\n" << eager.output;
     expect_close(curve(m.name), reference_, 0, m.name + " eager");
 
-    CliRun graph = kiln(m, m.name + "_graph", "--compile.graph_trainer");
-    ASSERT_EQ(graph.status, 0) << m.name << "\n" << graph.output;
-    // The same step function, collectives included, compiled: the same bits.
-    Curve g = curve(m.name + "_graph"), e = curve(m.name);
-    EXPECT_EQ(g.loss, e.loss) << m.name << ": graph trainer vs eager";
-    EXPECT_EQ(g.grad_norm, e.grad_norm) << m.name << ": graph trainer vs eager";
+    expect_graph_trainer_equals_eager(m);
   }
 }
 
@@ -175,11 +180,7 @@ TEST_F(DataParallel, TensorParallelMeshesGiveTheOneProcessLosses) {
     EXPECT_NE(eager.output.find("x tp 2 (tensor parallel)"), std::string::npos) << eager.output;
     expect_close(curve(m.name), reference_, 0, m.name + " eager");
 
-    CliRun graph = kiln(m, m.name + "_graph", "--compile.graph_trainer");
-    ASSERT_EQ(graph.status, 0) << m.name << "\n" << graph.output;
-    Curve g = curve(m.name + "_graph"), e = curve(m.name);
-    EXPECT_EQ(g.loss, e.loss) << m.name << ": graph trainer vs eager";
-    EXPECT_EQ(g.grad_norm, e.grad_norm) << m.name << ": graph trainer vs eager";
+    expect_graph_trainer_equals_eager(m);
   }
 }
 
