@@ -12,6 +12,8 @@ thread count and precision:
     graph           --compile.graph_trainer (the whole step as one program)
     strict_fused    strict + --override attention=flash --override loss=fused_ce
     graph_fused     graph + the same fused kernels
+    graph_fused_full, graph_fused_selective
+                    graph_fused + --activation_checkpoint.mode=full|selective
 
 and then trains the same architecture with PyTorch: transformers'
 LlamaForCausalLM (SDPA attention) built from kiln's effective config, AdamW with
@@ -30,7 +32,8 @@ hold compilation, fused-kernel code generation and cache warm-up): kiln's from
 the per-step `tps` of metrics.jsonl, torch's from the wall time of each step.
 kiln runs with KILN_FUSED_CODEGEN=sync, so generated fused kernels are built
 during the warm-up steps instead of running interpreted while they build
-(--codegen async measures kiln's default). Memory: "kiln alloc" is kiln's
+(--codegen async measures kiln's default). Memory: "expected" is the peak kiln
+predicts before the first step, "kiln alloc" is kiln's
 allocator high-water mark over the measured steps (mem_peak_bytes; torch has no
 CPU allocator statistics), "max RSS" the peak resident set of the training
 process (its VmHWM, sampled until it exits; compiler subprocesses not counted),
@@ -51,6 +54,7 @@ import copy
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -58,15 +62,20 @@ import tempfile
 import time
 import tomllib
 
+FUSED = ["--override", "attention=flash", "--override", "loss=fused_ce"]
 KILN_RUNGS = {
     "strict": ("kiln strict eager", ["--runtime.eager_mode=strict"]),
     "defer": ("kiln defer_and_fuse", ["--runtime.eager_mode=defer_and_fuse"]),
     "compile": ("kiln per-block compile", ["--compile.enable"]),
     "graph": ("kiln graph trainer", ["--compile.graph_trainer"]),
-    "strict_fused": ("kiln strict + flash/fused_ce", ["--runtime.eager_mode=strict"]),
-    "graph_fused": ("kiln graph trainer + flash/fused_ce", ["--compile.graph_trainer"]),
+    "strict_fused": ("kiln strict + flash/fused_ce", ["--runtime.eager_mode=strict"] + FUSED),
+    "graph_fused": ("kiln graph trainer + flash/fused_ce", ["--compile.graph_trainer"] + FUSED),
+    "graph_fused_full": ("kiln graph+fused, AC full",
+                         ["--compile.graph_trainer", "--activation_checkpoint.mode=full"] + FUSED),
+    "graph_fused_selective": ("kiln graph+fused, AC selective",
+                              ["--compile.graph_trainer",
+                               "--activation_checkpoint.mode=selective"] + FUSED),
 }
-FUSED_OVERRIDES = ["--override", "attention=flash", "--override", "loss=fused_ce"]
 TORCH_RUNGS = {"torch": "PyTorch eager", "torch_compile": "PyTorch torch.compile"}
 ALL_RUNGS = list(KILN_RUNGS) + list(TORCH_RUNGS)
 
@@ -170,8 +179,6 @@ def kiln_config(kiln, recipe, precision):
 
 def run_kiln(args, recipe, key, workdir):
     label, flags = KILN_RUNGS[key]
-    if key.endswith("_fused"):
-        flags = flags + FUSED_OVERRIDES
     dump = os.path.join(workdir, f"{recipe}-{key}-{args.round}")
     cmd = [args.kiln, "train", "--config", recipe, "--job.dump_folder", dump,
            "--training.steps", str(args.warmup + args.steps),
@@ -181,6 +188,8 @@ def run_kiln(args, recipe, key, workdir):
            "--metrics.progress_bar=false", "--checkpoint.enable=false",
            "--validation.enable=false"] + flags
     env = dict(os.environ, KILN_FUSED_CODEGEN=args.codegen)
+    if args.cold_cache:
+        env["KILN_CACHE"] = "off"
     os.makedirs(dump, exist_ok=True)
     log = os.path.join(dump, "stdout.log")
     watch = StepCpu(os.path.join(dump, "metrics.jsonl"), args.warmup, args.warmup + args.steps)
@@ -196,6 +205,10 @@ def run_kiln(args, recipe, key, workdir):
     if not measured:
         row["note"] = "no steps after the warm-up in metrics.jsonl"
         return row
+    with open(log, errors="replace") as f:
+        expected = re.search(r"expected peak memory: ([\d.]+) ([KMG])iB", f.read())
+    if expected:
+        row["expected"] = float(expected[1]) * 2 ** (10 * " KMG".index(expected[2]))
     tps = [m["tps"] for m in measured]
     row.update(tps=statistics.median(tps), best=max(tps),
                spread=(max(tps) - min(tps)) / statistics.median(tps),
@@ -290,7 +303,8 @@ def run_torch(args, recipe, key, workdir):
                 precision=args.precision, warmup=args.warmup, steps=args.steps)
     log = os.path.join(workdir, f"{recipe}-{key}-{args.round}.log")
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", json.dumps(spec)]
-    rc, row["wall_s"], row["rss"] = run_measured(cmd, log, args.timeout)
+    env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1") if args.cold_cache else None
+    rc, row["wall_s"], row["rss"] = run_measured(cmd, log, args.timeout, env)
     if rc != 0:
         row["note"] = (f"timed out after {args.timeout} s" if rc is None
                        else f"failed (exit {rc}): {last_error_line(log)}")
@@ -332,19 +346,19 @@ def print_table(recipe, margs, rows):
     eager_cpu = reference(TORCH_RUNGS["torch"], "tok_cpu")
     head = (f"{'rung':<36} {'tokens/s':>9} {'best':>9} {'spread':>6} {'vs strict':>9} "
             f"{'vs torch':>8} {'tok/CPU-s':>9} {'vs torch':>8} {'1st step':>9} "
-            f"{'kiln alloc':>10} {'max RSS':>10}")
+            f"{'expected':>9} {'kiln alloc':>10} {'max RSS':>10}")
     print(head)
     print("-" * len(head))
     for r in rows:
         if "tps" not in r:
             print(f"{r['rung']:<36} {'-':>9} {'':>9} {'':>6} {'':>9} {'':>8} {'':>9} {'':>8} "
-                  f"{'':>9} {'':>10} {mib(r['rss']):>10}  {r['note']}")
+                  f"{'':>9} {'':>9} {'':>10} {mib(r['rss']):>10}  {r['note']}")
             continue
         cpu = f"{r['tok_cpu']:,.0f}" if r.get("tok_cpu") else "-"
         print(f"{r['rung']:<36} {r['tps']:>9,.0f} {r['best']:>9,.0f} {r['spread'] * 100:>5.0f}% "
               f"{ratio(r['tps'], strict):>9} {ratio(r['tps'], eager):>8} {cpu:>9} "
               f"{ratio(r.get('tok_cpu'), eager_cpu):>8} {r['first_s']:>8.2f}s "
-              f"{mib(r.get('alloc')):>10} {mib(r['rss']):>10}")
+              f"{mib(r.get('expected')):>9} {mib(r.get('alloc')):>10} {mib(r['rss']):>10}")
     print("(vs strict / vs torch: median tokens/s over kiln strict eager's / PyTorch eager's; "
           "tok/CPU-s: tokens per CPU-second of the process over the measured steps, and its "
           "ratio to PyTorch eager's; 1st step: its seconds, compilation included" +
@@ -412,6 +426,10 @@ def main():
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--codegen", choices=["sync", "async"], default="sync",
                         help="KILN_FUSED_CODEGEN for kiln's runs (default sync: see above)")
+    parser.add_argument("--cold-cache", action="store_true",
+                        help="no compile caches across runs (KILN_CACHE=off, "
+                             "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1): 1st step then holds "
+                             "every compilation")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every rung this many times, in interleaved rounds, and keep "
                              "each rung's run with the highest median (for a loaded machine)")
