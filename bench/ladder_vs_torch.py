@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Steady-state training tokens/s and peak memory of each rung of kiln's execution
-ladder, against PyTorch (eager and torch.compile) training the same model.
+"""Training tokens/s and peak memory of each rung of kiln's ladder against PyTorch.
+
+Steady-state tokens/s and peak memory of each rung of kiln's execution ladder,
+against PyTorch (eager and torch.compile) training the same model.
 
 For each recipe (default: llama3_debug and llama3_100m) this runs `kiln train`
 once per rung, each in a fresh dump folder with the same batch, sequence length,
@@ -107,7 +109,7 @@ def cpu_seconds(pid):
 class StepCpu:
     """Watches a running kiln's metrics.jsonl and notes the process's CPU time when
     the warm-up steps are logged and when the last step is: CPU seconds per measured
-    step, which, unlike wall time, barely moves when other processes load the machine."""
+    step, which, with one thread, barely moves when other processes load the machine."""
 
     def __init__(self, path, warmup, total):
         self.path, self.warmup, self.total = path, warmup, total
@@ -171,10 +173,12 @@ def last_error_line(log_path):
 
 
 def kiln_config(kiln, recipe, precision):
-    out = subprocess.run([kiln, "train", "--config", recipe, "--print-config",
-                          "--training.mixed_precision_param", precision],
-                         check=True, capture_output=True, text=True).stdout
-    return tomllib.loads(out)
+    r = subprocess.run([kiln, "train", "--config", recipe, "--print-config",
+                        "--training.mixed_precision_param", precision],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{kiln} train --config {recipe} --print-config failed:\n{r.stderr.strip()}")
+    return tomllib.loads(r.stdout)
 
 
 def run_kiln(args, recipe, key, workdir):
@@ -422,8 +426,10 @@ def main():
     parser.add_argument("--steps", type=int, default=10, help="measured steps per rung")
     parser.add_argument("--warmup", type=int, default=3, help="steps skipped before measuring")
     parser.add_argument("--quick", action="store_true", help="2 warm-up + 4 measured steps")
-    parser.add_argument("--precision", choices=["bfloat16", "float32"], default="bfloat16")
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--precision", choices=["bfloat16", "float32"], default="bfloat16",
+                        help="bfloat16: bf16 compute, f32 master weights (default)")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="threads for kiln and torch (default: all cores, kiln's default)")
     parser.add_argument("--codegen", choices=["sync", "async"], default="sync",
                         help="KILN_FUSED_CODEGEN for kiln's runs (default sync: see above)")
     parser.add_argument("--cold-cache", action="store_true",
