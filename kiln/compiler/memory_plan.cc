@@ -60,10 +60,15 @@ class Arena {
 };
 
 // Reads element i of each same-typed input before writing element i.
-bool element_aligned(const ir::Node& n) {
-  if (n.outputs.size() != 1) return false;
-  if (n.op->fusion == ir::FusionClass::elementwise) return true;
-  return n.op == &fused_op() && n.attrs.s("kind") == "elementwise";
+bool element_aligned(const ir::Graph& g, const ir::Node& n) {
+  if (n.op->fusion == ir::FusionClass::elementwise) return n.outputs.size() == 1;
+  if (n.op != &fused_op() || n.attrs.s("kind") != "elementwise") return false;
+  // Several outputs: each element of one output is written after every
+  // input element of the same position is read (the fused kernels' order),
+  // when the outputs all span the node's whole iteration space.
+  for (ir::ValueId y : n.outputs)
+    if (g.type(y).shape != g.type(n.outputs[0]).shape) return false;
+  return true;
 }
 
 }  // namespace
@@ -107,7 +112,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
         !first_position || g.type(x).dtype != g.type(y).dtype || plan.bytes[x] != plan.bytes[y])
       continue;
     bool dead_before = last_use[x] < def;
-    bool in_place = last_use[x] == def && element_aligned(nodes[def]) && g.type(x) == g.type(y);
+    bool in_place = last_use[x] == def && element_aligned(g, nodes[def]) && g.type(x) == g.type(y);
     if (!dead_before && !in_place) continue;
     input_taken[in] = output_taken[out] = true;
     in_donated_buffer[y] = true;

@@ -46,10 +46,11 @@ struct MemoryPlan {
 // output is computed by a node (and is the first position of that value in
 // the outputs), and the input is read for the last time before the node
 // that computes the output, or by that node itself when the node is
-// element-aligned: an elementwise op (or fused elementwise node) with one
-// output of exactly the input's type, which reads element i of the input
-// before writing element i of the output. Kernels of such nodes must allow
-// the output to alias that input.
+// element-aligned and the output has exactly the input's type: an
+// elementwise op with one output, or a fused elementwise node whose outputs
+// all have one shape (AdamW's parameter, m and v updates), whose kernel
+// reads element i of every input before writing element i of any output.
+// Kernels of such nodes must allow an output to alias an input.
 //
 // v1: view ops (FusionClass::view) get buffers of their own, like any op;
 // they do not alias their input.

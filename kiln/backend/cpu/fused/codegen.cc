@@ -79,6 +79,11 @@ class Emitter {
         for (ir::ValueId u : in.in)
           if (seg_of_[u] >= 0 && seg_of_[u] < seg_of_[in.out]) tiled_[u] = true;
       if (p.reduction) tiled_[p.reduction->input] = true;
+      // Outputs are all stored by the last segment (see home).
+      for (const Operand& o : p.operands)
+        if (o.role == OperandRole::output && seg_of_[o.value] >= 0 &&
+            seg_of_[o.value] + 1 < int(segments_.size()))
+          tiled_[o.value] = true;
     }
   }
 
@@ -103,12 +108,14 @@ class Emitter {
   std::string v(ir::ValueId id) const { return cat("v", id); }
   std::string t(ir::ValueId id) const { return cat("t", id); }
   const char* ctype(ir::ValueId id) const { return compute_type(p_.graph.type(id).dtype); }
-  // The segment that writes a value to its tile or its output: where it is
-  // computed; free values in the last segment (the fold reads them) for
-  // tiles and the first for outputs.
+  // The segment that writes a value to its tile or its output: tiles where
+  // it is computed (free values: the last segment, which the fold reads);
+  // outputs always the last segment, after every segment of the tile has
+  // loaded its inputs, so that an output may reuse an input's buffer
+  // (memory_plan.h, in-place donation).
   int home(ir::ValueId id, bool for_output) const {
-    if (seg_of_[id] >= 0) return seg_of_[id];
-    return for_output ? 0 : int(segments_.size()) - 1;
+    if (for_output || seg_of_[id] < 0) return int(segments_.size()) - 1;
+    return seg_of_[id];
   }
 
   // Typed operand pointers, the full constants and the tiles, at the top of

@@ -248,6 +248,11 @@ Interpreter::Interpreter(const Plan& plan) : plan_(plan) {
   std::vector<int> last_use(g.values().size(), -1);
   for (size_t i = 0; i < instrs.size(); ++i)
     for (ir::ValueId v : instrs[i].in) last_use[v] = int(i);
+  // Outputs are stored after the last instruction, so every input element
+  // of a block is loaded before any output element is written: an output
+  // may then reuse an input's buffer (memory_plan.h, in-place donation).
+  for (const Operand& o : plan.operands)
+    if (o.role == OperandRole::output) last_use[o.value] = kForever;
   if (plan.reduction) last_use[plan.reduction->input] = kForever;
 
   std::vector<int> slot_of(g.values().size(), -1);
@@ -293,7 +298,6 @@ Interpreter::Interpreter(const Plan& plan) : plan_(plan) {
       slot_of[in.out] = st.out;
       if (in.round) steps_.push_back({.fn = round_step(in.dtype), .out = st.out});
     }
-    store_outputs(in.out);
     // Free what is no longer read, after the output is allocated: a step
     // never writes a slot it reads (a cast changes the element size).
     for (ir::ValueId v : in.in)
@@ -302,6 +306,7 @@ Interpreter::Interpreter(const Plan& plan) : plan_(plan) {
         slot_of[v] = -1;  // a value read twice by one node is freed once
       }
   }
+  for (const Instr& in : instrs) store_outputs(in.out);
   if (plan.reduction) {
     ensure_loaded(plan.reduction->input);
     reduced_slot_ = slot_of[plan.reduction->input];
