@@ -88,7 +88,11 @@ Tensor TransformerModel::forward(const Tensor& ids, const ForwardOptions& option
                t->shape());
   Tensor x = embed_tokens.forward(ids);
   RopeTables rope = rotary.tables(S, x.dtype(), options.positions);
-  if (options.scan_layers) return norm.forward(scan_layers(x, rope, options.doc_ids, routing));
+  if (options.scan_layers)
+    return norm.forward(scan_layers(
+        x, rope, options.doc_ids,
+        options.stacked_layers.empty() ? stacked_layer_parameters() : options.stacked_layers,
+        routing));
   for (size_t l = 0; l < layers.size(); ++l) {
     nn::Routing r;
     RegionGuard region(cat("layers.", l));  // per-block compile and remat work block by block
@@ -98,12 +102,7 @@ Tensor TransformerModel::forward(const Tensor& ids, const ForwardOptions& option
   return norm.forward(x);
 }
 
-// The decoder stack as one scan: the body is layer 0's block run with the
-// iteration's slice of every parameter stacked over the layers, so one body
-// serves every layer (which must therefore all have the same parameters).
-Tensor TransformerModel::scan_layers(const Tensor& x, const RopeTables& rope,
-                                     const Tensor& doc_ids,
-                                     std::vector<nn::Routing>* routing) const {
+std::vector<Tensor> TransformerModel::stacked_layer_parameters() const {
   std::vector<std::vector<Tensor>> per_param;  // [parameter][layer]
   for (size_t l = 0; l < layers.size(); ++l) {
     auto params = layers[l].named_parameters();
@@ -122,12 +121,27 @@ Tensor TransformerModel::scan_layers(const Tensor& x, const RopeTables& rope,
   }
   // concat + reshape (not L unsqueezes): two nodes per parameter however deep.
   std::vector<Tensor> stacked;
-  const int64_t n_layers = int64_t(layers.size());
   for (const auto& p : per_param) {
     Shape shape = p[0].shape();
-    shape.insert(0, n_layers);
+    shape.insert(0, int64_t(layers.size()));
     stacked.push_back(concat(p, 0).reshape(shape));
   }
+  return stacked;
+}
+
+// The decoder stack as one scan: the body is layer 0's block run with the
+// iteration's slice of every parameter stacked over the layers, so one body
+// serves every layer (which must therefore all have the same parameters).
+Tensor TransformerModel::scan_layers(const Tensor& x, const RopeTables& rope,
+                                     const Tensor& doc_ids, const std::vector<Tensor>& stacked,
+                                     std::vector<nn::Routing>* routing) const {
+  KILN_CHECK(stacked.size() == layers[0].named_parameters().size(), "compile.scan_layers: ",
+             stacked.size(), " stacked layer parameters for blocks of ",
+             layers[0].named_parameters().size());
+  for (const Tensor& t : stacked)
+    KILN_CHECK(t.rank() >= 1 && t.dim(0) == int64_t(layers.size()),
+               "compile.scan_layers: a stacked layer parameter is ", t.shape(), ", not [",
+               layers.size(), ", ...]");
   std::vector<Tensor> invariants{rope.cos, rope.sin};
   if (doc_ids.defined()) invariants.push_back(doc_ids);
 

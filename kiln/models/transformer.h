@@ -35,6 +35,11 @@ struct ForwardOptions {
   // loop body however deep the model; kiln/autograd/scan.h) instead of
   // unrolled layer by layer. Same results, bit for bit.
   bool scan_layers = false;
+  // With scan_layers: the layers' parameters already stacked, one [n_layers,
+  // ...] tensor per parameter of a block (in a block's named_parameters()
+  // order), as a trainer keeps them; the layers' own parameters are not read.
+  // Empty: stacked from the layers' parameters.
+  std::vector<Tensor> stacked_layers;
 };
 
 class TransformerBlock : public nn::Module {
@@ -66,9 +71,11 @@ class TransformerModel : public nn::Module {
   nn::RotaryEmbedding rotary;
 
  private:
+  // Every block's parameters, one [n_layers, ...] tensor per parameter.
+  std::vector<Tensor> stacked_layer_parameters() const;
   // The layers as one scan over their stacked parameters (scan_layers).
   Tensor scan_layers(const Tensor& x, const RopeTables& rope, const Tensor& doc_ids,
-                     std::vector<nn::Routing>* routing) const;
+                     const std::vector<Tensor>& stacked, std::vector<nn::Routing>* routing) const;
 };
 
 struct LMOutput {

@@ -30,13 +30,14 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
-void Module::set_parameters(const std::vector<Tensor>& values) {
+void Module::set_parameters(const std::vector<Tensor>& values, bool allow_unset) {
   auto named = named_parameters();
   KILN_CHECK(values.size() == named.size(), "set_parameters: the module has ", named.size(),
              " parameters but ", values.size(), " values were given");
   for (size_t i = 0; i < named.size(); ++i) {
     const Tensor& v = values[i];
     const Tensor& p = *named[i].second;
+    if ((allow_unset && !v.defined()) || (v.defined() && !p.defined())) continue;
     KILN_CHECK(v.defined() && v.shape() == p.shape() && v.dtype() == p.dtype(),
                "set_parameters: value ", i, " for '", named[i].first, "' is ",
                v.defined() ? cat(dtype_name(v.dtype()), v.shape()) : std::string("undefined"),
@@ -125,9 +126,10 @@ void Module::register_module(std::string name, Module* child) {
   children_.emplace_back(std::move(name), child);
 }
 
-ParameterScope::ParameterScope(Module& module, const std::vector<Tensor>& values)
+ParameterScope::ParameterScope(Module& module, const std::vector<Tensor>& values,
+                               bool allow_unset)
     : module_(module), saved_(module.parameters()) {
-  module.set_parameters(values);
+  module.set_parameters(values, allow_unset);
 }
 
 ParameterScope::~ParameterScope() {

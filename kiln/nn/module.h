@@ -42,8 +42,9 @@ class Module {
   // The parameters' current values, in named_parameters() order.
   std::vector<Tensor> parameters() const;
   // Replaces every parameter, in named_parameters() order; each value must
-  // have its parameter's shape and dtype.
-  void set_parameters(const std::vector<Tensor>& values);
+  // have its parameter's shape and dtype (unless the parameter is unset, see
+  // ParameterScope's allow_unset).
+  void set_parameters(const std::vector<Tensor>& values, bool allow_unset = false);
   int64_t num_parameters() const;  // elements over all parameters
 
   // name -> value of every parameter (the tensors themselves, not copies).
@@ -98,10 +99,13 @@ class ModuleList : public Module {
 
 // Replaces a module's parameters with `values` (named_parameters() order)
 // for the scope's lifetime and puts the old ones back on exit, even on an
-// exception. Used to run a module on traced parameter values.
+// exception. Used to run a module on traced parameter values. With
+// `allow_unset`, an undefined value leaves its parameter unset in the scope
+// (reading it is an error): parameters supplied another way, as the
+// stacked layers of a scan (ForwardOptions::stacked_layers).
 class ParameterScope {
  public:
-  ParameterScope(Module& module, const std::vector<Tensor>& values);
+  ParameterScope(Module& module, const std::vector<Tensor>& values, bool allow_unset = false);
   ~ParameterScope();
   ParameterScope(const ParameterScope&) = delete;
   ParameterScope& operator=(const ParameterScope&) = delete;

@@ -7,19 +7,35 @@
 
 namespace kiln::optim {
 
-Tensor global_norm(const std::vector<Tensor>& grads) {
-  KILN_CHECK(!grads.empty(), "global_norm: no gradients");
-  // As torch: the norm of the vector of per-gradient norms.
-  bool f64 = false;
-  for (const auto& g : grads) f64 = f64 || g.dtype() == DType::f64;
-  DType dt = f64 ? DType::f64 : DType::f32;
-  std::vector<Tensor> norms;
-  for (const auto& g : grads) {
-    KILN_CHECK(g.defined(), "global_norm: an undefined gradient");
-    Tensor x = g.dtype() == dt ? g : g.to(dt);
-    norms.push_back(sqrt(sum(square(x))).reshape({1}));
-  }
+DType norm_dtype(const std::vector<Tensor>& grads) {
+  for (const auto& g : grads)
+    if (g.dtype() == DType::f64) return DType::f64;
+  return DType::f32;
+}
+
+Tensor slice_norms(const Tensor& g, DType dtype, int64_t batch_dims) {
+  KILN_CHECK(g.defined(), "global_norm: an undefined gradient");
+  KILN_CHECK(batch_dims >= 0 && batch_dims <= g.rank(),
+             "slice_norms: ", batch_dims, " batch dims of a rank-", g.rank(), " gradient");
+  Tensor x = g.dtype() == dtype ? g : g.to(dtype);
+  if (batch_dims == 0) return sqrt(sum(square(x))).reshape({1});
+  if (batch_dims == g.rank()) return sqrt(square(x)).reshape({-1});  // stacked scalars
+  std::vector<int64_t> axes;
+  for (int64_t d = batch_dims; d < g.rank(); ++d) axes.push_back(d);
+  return sqrt(sum(square(x), axes)).reshape({-1});
+}
+
+Tensor norm_of_norms(const std::vector<Tensor>& norms) {
+  KILN_CHECK(!norms.empty(), "global_norm: no gradients");
   return sqrt(sum(square(concat(norms, 0))));
+}
+
+Tensor global_norm(const std::vector<Tensor>& grads) {
+  // As torch: the norm of the vector of per-gradient norms.
+  DType dt = norm_dtype(grads);
+  std::vector<Tensor> norms;
+  for (const auto& g : grads) norms.push_back(slice_norms(g, dt));
+  return norm_of_norms(norms);
 }
 
 ClipResult clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {

@@ -16,6 +16,14 @@ struct ClipResult {
 };
 
 Tensor global_norm(const std::vector<Tensor>& grads);
+// The pieces of global_norm, for gradients kept in another layout (layers
+// stacked [L, ...]): the dtype norms are taken in (f64 if any gradient is
+// f64, else f32); the norms of g's slices along its first `batch_dims` dims
+// (a [1] vector when 0), each exactly the norm of that slice alone; and
+// the norm of the concatenated per-gradient norms, in parameter order.
+DType norm_dtype(const std::vector<Tensor>& grads);
+Tensor slice_norms(const Tensor& g, DType dtype, int64_t batch_dims = 0);
+Tensor norm_of_norms(const std::vector<Tensor>& norms);
 ClipResult clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
 // clip_grad_norm with the norm given: for gradients sharded over ranks,
 // whose global norm combines every rank's part.

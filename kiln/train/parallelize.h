@@ -46,6 +46,8 @@ class ParamDistribution {
 
   int64_t dp_degree() const { return dp_.size; }  // ranks a global batch is split over
   bool sharded() const { return shard_.size > 1; }
+  // Nothing is split or replicated: every function below is what one process computes.
+  bool local() const { return dp_.size == 1 && !tp_.enabled(); }
   // One line for the run's header: "dp_replicate 1 x dp_shard 2 (SimpleFSDP)".
   std::string describe() const;
 

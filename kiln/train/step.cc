@@ -15,7 +15,8 @@
 namespace kiln::train {
 namespace {
 
-// The step function's arguments, in order:
+// The step function's arguments, in order (np: tensors of the step's layout,
+// one per parameter or with the layers stacked):
 //   masters[np], m[np], v[np], sqrt(1 - beta2^t), step_size[groups], decay[groups],
 //   then per microbatch: ids, targets (+ doc_ids, positions with the document mask).
 // Its results: loss per microbatch, the gradient norm, masters[np], m[np], v[np].
@@ -33,17 +34,25 @@ TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
                                  : std::make_shared<const ParamDistribution>()) {
   KILN_CHECK(options_.microbatches >= 1, "training step: ", options_.microbatches,
              " microbatches; need at least 1");
+  if (options_.scan_layers && dist_->local()) {
+    std::vector<std::string> names;
+    std::vector<ir::TypeInfo> types;
+    for (const auto& [name, p] : model_.named_parameters())
+      names.push_back(name), types.push_back(p->type());
+    stacking_ = LayerStacking::plan(names, types, adamw_.groups());
+    if (stacking_) stacked_adamw_.emplace(adamw_.options(), stacking_->groups(adamw_.groups()));
+  }
   if (options_.rung != Rung::graph_trainer) return;
   CompileOptions co;
   co.name = "graph trainer step";
   // Masters, m and v: the program writes their updates into their buffers.
-  co.donate.resize(3 * adamw_.groups().group.size());
+  co.donate.resize(3 * step_adamw().groups().group.size());
   std::iota(co.donate.begin(), co.donate.end(), 0);
   compiled_.emplace([this](const std::vector<Tensor>& args) { return step_function(args); }, co);
 }
 
 std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) const {
-  const size_t np = adamw_.groups().group.size(), ng = adamw_.groups().groups.size();
+  const size_t np = step_adamw().groups().group.size(), ng = adamw_.groups().groups.size();
   const size_t width = batch_width(options_);
   const auto begin = args.begin();
   std::vector<Tensor> masters(begin, begin + long(np));
@@ -64,11 +73,15 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   const bool doc_mask = options_.document_mask;
   auto loss_and_grads = value_and_grad(
       [&](const std::vector<Tensor>& a) {
-        nn::ParameterScope scope(
-            model_, dist_->compute_params(std::vector<Tensor>(a.begin(), a.begin() + long(np)),
-                                          policy_));
+        std::vector<Tensor> params =
+            dist_->compute_params(std::vector<Tensor>(a.begin(), a.begin() + long(np)), policy_);
         ForwardOptions fo;
         fo.scan_layers = options_.scan_layers;
+        if (stacking_) {
+          fo.stacked_layers = stacking_->layer_stacks(params);
+          params = stacking_->scope_values(params);
+        }
+        nn::ParameterScope scope(model_, params, /*allow_unset=*/stacking_.has_value());
         if (doc_mask) fo.doc_ids = a[np + 2], fo.positions = a[np + 3];
         return std::vector<Tensor>{model_.forward(a[np], a[np + 1], fo).loss};
       },
@@ -87,19 +100,22 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
     if (accumulator) accumulator->add(grads);
   }
   if (accumulator) grads = accumulator->take();
-  optim::ClipResult clip = dist_->clip(dist_->reduce_grads(grads), options_.max_norm);
+  grads = dist_->reduce_grads(grads);
+  optim::ClipResult clip =
+      stacking_ ? optim::clip_to_norm(grads, stacking_->global_norm(grads), options_.max_norm)
+                : dist_->clip(grads, options_.max_norm);
   grads.clear();
-  optim::AdamWUpdate u = adamw_.update(masters, clip.grads, state, scalars);
+  optim::AdamWUpdate u = step_adamw().update(masters, clip.grads, state, scalars);
   results.push_back(clip.norm);
   for (const auto* list : {&u.params, &u.state.m, &u.state.v})
     results.insert(results.end(), list->begin(), list->end());
   return results;
 }
 
-std::vector<Tensor> TrainStep::step_args(const std::vector<Tensor>& masters,
-                                         const optim::AdamWState& state,
-                                         const std::vector<data::Batch>& batches,
-                                         double lr) const {
+std::vector<Tensor> TrainStep::per_param_args(const std::vector<Tensor>& masters,
+                                              const optim::AdamWState& state,
+                                              const std::vector<data::Batch>& batches,
+                                              double lr) const {
   KILN_CHECK(masters.size() == adamw_.groups().group.size(), "training step: ", masters.size(),
              " parameters, but the optimizer has ", adamw_.groups().group.size());
   KILN_CHECK(int64_t(batches.size()) == options_.microbatches, "training step: ", batches.size(),
@@ -119,19 +135,47 @@ std::vector<Tensor> TrainStep::step_args(const std::vector<Tensor>& masters,
   return args;
 }
 
+// The arguments' masters, m and v (the first 3 np) in the stacked layout.
+template <class T>
+std::vector<T> TrainStep::to_step_layout(const std::vector<T>& per_param) const {
+  if (!stacking_) return per_param;
+  const size_t np = adamw_.groups().group.size();
+  std::vector<T> out;
+  for (size_t k = 0; k < 3; ++k) {
+    auto first = per_param.begin() + long(k * np);
+    std::vector<T> part = stacking_->stack(std::vector<T>(first, first + long(np)));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  out.insert(out.end(), per_param.begin() + long(3 * np), per_param.end());
+  return out;
+}
+
+std::vector<Tensor> TrainStep::step_args(const std::vector<Tensor>& masters,
+                                         const optim::AdamWState& state,
+                                         const std::vector<data::Batch>& batches,
+                                         double lr) const {
+  return to_step_layout(per_param_args(masters, state, batches, lr));
+}
+
+std::vector<ir::TypeInfo> TrainStep::step_arg_types(const std::vector<Tensor>& masters,
+                                                    const optim::AdamWState& state,
+                                                    const std::vector<data::Batch>& batches) const {
+  return to_step_layout(types_of(per_param_args(masters, state, batches, 0.0)));
+}
+
 MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
                                           const optim::AdamWState& state,
                                           const std::vector<data::Batch>& batches) const {
-  std::vector<Tensor> args = step_args(masters, state, batches, 0.0);
-  ir::Graph g = prepare_for_device(graph(masters, state, batches), args[0].device());
+  ir::Graph g = prepare_for_device(graph(masters, state, batches), masters[0].device());
   if (options_.rung == Rung::graph_trainer) g = compiler::optimize(g, default_pass_options());
   MemoryEstimate e;
-  for (const Tensor& t : args) e.inputs += t.numel() * int64_t(itemsize(t.dtype()));
+  for (const ir::TypeInfo& t : step_arg_types(masters, state, batches))
+    e.inputs += t.shape.numel() * int64_t(itemsize(t.dtype));
   // The graph trainer writes the updates into the donated buffers of
   // masters, m and v (arguments 0..3np-1 -> results M+1..M+3np).
   std::vector<std::pair<int, int>> donated;
   if (options_.rung == Rung::graph_trainer)
-    for (int i = 0; i < int(3 * masters.size()); ++i)
+    for (int i = 0; i < int(3 * step_adamw().groups().group.size()); ++i)
       donated.push_back({i, int(options_.microbatches) + 1 + i});
   e.computed = compiler::plan_memory(g, donated).peak_bytes;
   return e;
@@ -139,15 +183,14 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
 
 ir::Graph TrainStep::graph(const std::vector<Tensor>& masters, const optim::AdamWState& state,
                            const std::vector<data::Batch>& batches) const {
-  std::vector<Tensor> args = step_args(masters, state, batches, 0.0);
-  return trace([this](const std::vector<Tensor>& a) { return step_function(a); }, types_of(args),
-               args[0].device())
+  return trace([this](const std::vector<Tensor>& a) { return step_function(a); },
+               step_arg_types(masters, state, batches), masters[0].device())
       ->graph;
 }
 
 StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state,
                           const std::vector<data::Batch>& batches, double lr) {
-  const size_t np = masters.size();
+  const size_t np = step_adamw().groups().group.size();
   std::vector<Tensor> args = step_args(masters, state, batches, lr);
   // Donated buffers are rewritten by the program: drop every other handle first.
   masters.clear(), state.m.clear(), state.v.clear();
@@ -162,7 +205,8 @@ StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state
   r.grad_norm = out[mbs].item<float>();
   auto part = [&](size_t k) {
     auto first = out.begin() + long(mbs + 1 + k * np);
-    return std::vector<Tensor>(first, first + long(np));
+    std::vector<Tensor> p(first, first + long(np));
+    return stacking_ ? stacking_->unstack(p) : p;
   };
   masters = part(0);
   state.m = part(1);

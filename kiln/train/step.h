@@ -26,6 +26,7 @@
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/mixed_precision.h"
 #include "kiln/runtime/compile.h"
+#include "kiln/train/layer_stacking.h"
 #include "kiln/train/parallelize.h"
 
 namespace kiln::train {
@@ -39,7 +40,10 @@ struct StepOptions {
   double max_norm = 1.0;        // <= 0: no clipping (the norm is still computed)
   // Which activations the backward recomputes (activation_checkpoint.mode).
   compiler::RematPolicy remat = compiler::RematPolicy::none;
-  bool scan_layers = false;  // the decoder stack as one scan (compile.scan_layers)
+  // The decoder stack as one scan (compile.scan_layers). On one process the
+  // step then keeps the layers' masters, gradients and moments stacked
+  // (layer_stacking.h), so the whole step's size does not grow with depth.
+  bool scan_layers = false;
   // Data parallelism over a mesh; null: one process.
   std::shared_ptr<const ParamDistribution> distribution;
 };
@@ -82,14 +86,28 @@ class TrainStep {
 
  private:
   std::vector<Tensor> step_function(const std::vector<Tensor>& args) const;
+  // The step function's arguments: per_param_args with the masters, m and
+  // v in the step's layout (stacked under scan_layers on one process).
+  std::vector<Tensor> per_param_args(const std::vector<Tensor>& masters,
+                                     const optim::AdamWState& state,
+                                     const std::vector<data::Batch>& batches, double lr) const;
+  template <class T>
+  std::vector<T> to_step_layout(const std::vector<T>& per_param) const;
   std::vector<Tensor> step_args(const std::vector<Tensor>& masters, const optim::AdamWState& state,
                                 const std::vector<data::Batch>& batches, double lr) const;
+  std::vector<ir::TypeInfo> step_arg_types(const std::vector<Tensor>& masters,
+                                           const optim::AdamWState& state,
+                                           const std::vector<data::Batch>& batches) const;
+  // The optimizer of the step's layout (per parameter, or stacked).
+  const optim::AdamW& step_adamw() const { return stacked_adamw_ ? *stacked_adamw_ : adamw_; }
 
   CausalLM& model_;
   optim::MixedPrecisionPolicy policy_;
   const optim::AdamW& adamw_;
   StepOptions options_;
   std::shared_ptr<const ParamDistribution> dist_;  // never null
+  std::optional<LayerStacking> stacking_;         // scan_layers on one process
+  std::optional<optim::AdamW> stacked_adamw_;     // adamw_ over the stacked layout
   std::optional<CompiledFunction> compiled_;
 };
 
