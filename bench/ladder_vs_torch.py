@@ -243,6 +243,9 @@ def torch_worker(spec):
     import torch
     import torch.nn.functional as F
     from transformers import LlamaConfig, LlamaForCausalLM
+    # kiln's AdamW parameter groups, as the training-loop oracle builds them.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
+    from gen_adamw import kiln_adamw
 
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(0)
@@ -261,14 +264,7 @@ def torch_worker(spec):
         attn_implementation="sdpa")
     model = LlamaForCausalLM(config)
     model.train()
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        skip = not o["decay_norms_and_embeddings"] and (
-            p.ndim < 2 or name.endswith("embed_tokens.weight"))
-        (no_decay if skip else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], fused=True)
+    opt = kiln_adamw(model, o, fused=True)
     warm = max(1, s["warmup_steps"])
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / warm))
     params = [p for p in model.parameters()]

@@ -16,6 +16,21 @@ SHAPES = [(4, 5), (5,), (3, 4)]  # parameter 1 (a bias) is in the no-decay group
 STEPS = 6
 
 
+def kiln_adamw(model, o, **kwargs):
+    """torch.optim.AdamW over `model` with kiln's default parameter groups
+    (kiln/optim/adamw.h default_param_groups): weight decay except on
+    parameters of fewer than 2 dims and the token embedding, unless
+    decay_norms_and_embeddings. `o` is kiln's [optimizer] config section."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        skip = not o["decay_norms_and_embeddings"] and (
+            p.ndim < 2 or name.endswith("embed_tokens.weight"))
+        (no_decay if skip else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], **kwargs)
+
+
 def wsd_lambda(steps, warmup, decay_ratio, decay_type, min_lr_factor):
     """TorchTitan's build_lr_schedulers + linear_warmup_stable_decay."""
     warmup = min(warmup, steps)

@@ -50,7 +50,7 @@ import tomllib
 import numpy as np
 
 import hf_models  # exits with what to do when torch / transformers are missing
-from gen_adamw import wsd_lambda
+from gen_adamw import kiln_adamw, wsd_lambda
 
 import torch
 import torch.nn.functional as F
@@ -194,14 +194,7 @@ def replay(run, cfg, docs, tokenizer_json, out_dir):
                     d["shuffle"], t["seed"])
 
     params = [p for _, p in model.named_parameters()]  # a tied head appears once
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        skip = not o["decay_norms_and_embeddings"] and (
-            p.ndim < 2 or name.endswith("embed_tokens.weight"))
-        (no_decay if skip else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+    opt = kiln_adamw(model, o)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, wsd_lambda(
         t["steps"], s["warmup_steps"], s.get("decay_ratio"), s["decay_type"], s["min_lr_factor"]))
 
