@@ -42,9 +42,10 @@ Tensor Attention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
   // [B, S, heads, head_dim]: the layout rope and the q/k norms work in. The
   // head counts come from the projections: under tensor parallelism they
   // hold this rank's heads only.
-  Tensor q = q_proj.forward(x).reshape({B, S, -1, hd});
-  Tensor k = k_proj.forward(x).reshape({B, S, -1, hd});
-  Tensor v = v_proj.forward(x).reshape({B, S, -1, hd});
+  Tensor in = enter_region(x, input_region);
+  Tensor q = q_proj.forward(in).reshape({B, S, -1, hd});
+  Tensor k = k_proj.forward(in).reshape({B, S, -1, hd});
+  Tensor v = v_proj.forward(in).reshape({B, S, -1, hd});
   if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
   q = rope(q, cos, sin).transpose(1, 2);
   k = rope(k, cos, sin).transpose(1, 2);

@@ -14,6 +14,10 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, DType d
   if (has_bias) register_parameter("bias", &bias, zeros({out_features}, dtype), Init::zeros);
 }
 
+Tensor enter_region(const Tensor& x, const MeshAxis& axis) {
+  return axis.size > 1 ? enter_parallel_region(x, axis) : x;
+}
+
 Tensor Linear::forward(const Tensor& x) const {
   const int64_t in = weight.dim(1);
   KILN_CHECK(x.rank() >= 1 && x.dim(-1) == in, "Linear: input ", dtype_name(x.dtype()), x.shape(),
@@ -22,9 +26,8 @@ Tensor Linear::forward(const Tensor& x) const {
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = weight.dim(0);
   Tensor x2 = x.reshape({-1, in});
-  if (style == ParallelStyle::column) x2 = enter_parallel_region(x2, parallel_axis);
   Tensor y = matmul(x2, weight, false, true);
-  if (style == ParallelStyle::row) y = leave_parallel_region(y, parallel_axis);
+  if (leave_region.size > 1) y = leave_parallel_region(y, leave_region);
   if (bias.defined()) y = y + bias;
   return y.reshape(out_shape);
 }

@@ -14,7 +14,8 @@ SwiGLU::SwiGLU(int64_t dim, int64_t hidden_dim, DType dtype)
 }
 
 Tensor SwiGLU::forward(const Tensor& x) const {
-  return down_proj.forward(silu_mul(gate_proj.forward(x), up_proj.forward(x)));
+  Tensor in = enter_region(x, input_region);
+  return down_proj.forward(silu_mul(gate_proj.forward(in), up_proj.forward(in)));
 }
 
 }  // namespace kiln::nn

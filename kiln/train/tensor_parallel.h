@@ -6,8 +6,9 @@
 //   row-parallel (weight sliced on the input features, partial outputs
 //     summed over tp): self_attn.o_proj and mlp.down_proj.
 // Everything else (embeddings, norms, lm_head) is replicated; the residual
-// stream is replicated, and the column layers' region entry sums its
-// gradient over tp, so replicated parameters get full gradients. Only the
+// stream is replicated, and attention's and the MLP's region entry (one
+// each, shared by their column-parallel projections) sums its gradient over
+// tp, so replicated parameters get full gradients. Only the
 // q/k norms, which act on this rank's heads alone, get partial gradients
 // that reduce_grads sums over tp.
 //
