@@ -60,10 +60,6 @@ void check_supported(const TrainConfig& c) {
                ": this trainer runs data and tensor parallelism only for now"
                " (data_parallel_replicate_degree, data_parallel_shard_degree,"
                " tensor_parallel_degree); set it to 1");
-  KILN_CHECK(p.tensor_parallel_degree <= 1 || !c.compile.scan_layers,
-             "parallelism.tensor_parallel_degree = ", p.tensor_parallel_degree,
-             ": compile.scan_layers is not supported with tensor parallelism yet; set"
-             " --compile.scan_layers=false");
   KILN_CHECK(
       !c.profiler.enable_profiling,
       "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
