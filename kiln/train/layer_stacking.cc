@@ -65,7 +65,8 @@ std::optional<LayerStacking> LayerStacking::plan(const std::vector<std::string>&
   return s;
 }
 
-std::vector<Tensor> LayerStacking::stack(const std::vector<Tensor>& per_param) const {
+std::vector<Tensor> LayerStacking::stack(const std::vector<Tensor>& per_param,
+                                         bool* copied) const {
   KILN_CHECK(per_param.size() == total_, "layer stacking: ", per_param.size(),
              " tensors for ", total_, " parameters");
   std::vector<Tensor> out(per_param.begin(), per_param.begin() + long(first_));
@@ -80,6 +81,7 @@ std::vector<Tensor> LayerStacking::stack(const std::vector<Tensor>& per_param) c
     Shape shape = layers[0].shape();
     shape.insert(0, int64_t(layers_));
     out.push_back(concat(layers, 0).reshape(shape));
+    if (copied) *copied = true;
   }
   out.insert(out.end(), per_param.begin() + long(first_ + layers_ * kinds_), per_param.end());
   return out;

@@ -32,8 +32,8 @@ class LayerStacking {
 
   // One tensor per parameter -> the stacked layout. Layer tensors that are
   // the views unstack made of one stack become that stack again (no copy);
-  // any others are copied into a new stack.
-  std::vector<Tensor> stack(const std::vector<Tensor>& per_param) const;
+  // any others are copied into a new stack (and *copied set, if given).
+  std::vector<Tensor> stack(const std::vector<Tensor>& per_param, bool* copied = nullptr) const;
   std::vector<ir::TypeInfo> stack(const std::vector<ir::TypeInfo>& per_param) const;
   // The stacked layout -> one tensor per parameter, the layers as views.
   std::vector<Tensor> unstack(const std::vector<Tensor>& stacked) const;

@@ -135,26 +135,37 @@ std::vector<Tensor> TrainStep::per_param_args(const std::vector<Tensor>& masters
   return args;
 }
 
-// The arguments' masters, m and v (the first 3 np) in the stacked layout.
+// Stacks one list of per-parameter tensors. When that copies (a first step,
+// or after a checkpoint load), the queued copies hold the per-parameter
+// buffers until they run: wait for them, so that only one list is ever
+// held twice.
+std::vector<Tensor> TrainStep::stack_list(std::vector<Tensor> per_param) const {
+  bool copied = false;
+  std::vector<Tensor> stacked = stacking_->stack(per_param, &copied);
+  per_param.clear();
+  if (copied) synchronize(stacked[0].device());
+  return stacked;
+}
+std::vector<ir::TypeInfo> TrainStep::stack_list(std::vector<ir::TypeInfo> per_param) const {
+  return stacking_->stack(per_param);
+}
+
+// The arguments' masters, m and v (the first 3 np) in the stacked layout;
+// the per-parameter handles are dropped as each list is stacked.
 template <class T>
-std::vector<T> TrainStep::to_step_layout(const std::vector<T>& per_param) const {
+std::vector<T> TrainStep::to_step_layout(std::vector<T> per_param) const {
   if (!stacking_) return per_param;
   const size_t np = adamw_.groups().group.size();
   std::vector<T> out;
   for (size_t k = 0; k < 3; ++k) {
     auto first = per_param.begin() + long(k * np);
-    std::vector<T> part = stacking_->stack(std::vector<T>(first, first + long(np)));
+    std::vector<T> list(first, first + long(np));
+    std::fill(first, first + long(np), T{});
+    std::vector<T> part = stack_list(std::move(list));
     out.insert(out.end(), part.begin(), part.end());
   }
   out.insert(out.end(), per_param.begin() + long(3 * np), per_param.end());
   return out;
-}
-
-std::vector<Tensor> TrainStep::step_args(const std::vector<Tensor>& masters,
-                                         const optim::AdamWState& state,
-                                         const std::vector<data::Batch>& batches,
-                                         double lr) const {
-  return to_step_layout(per_param_args(masters, state, batches, lr));
 }
 
 std::vector<ir::TypeInfo> TrainStep::step_arg_types(const std::vector<Tensor>& masters,
@@ -191,9 +202,10 @@ ir::Graph TrainStep::graph(const std::vector<Tensor>& masters, const optim::Adam
 StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state,
                           const std::vector<data::Batch>& batches, double lr) {
   const size_t np = step_adamw().groups().group.size();
-  std::vector<Tensor> args = step_args(masters, state, batches, lr);
+  std::vector<Tensor> args = per_param_args(masters, state, batches, lr);
   // Donated buffers are rewritten by the program: drop every other handle first.
   masters.clear(), state.m.clear(), state.v.clear();
+  args = to_step_layout(std::move(args));
   std::vector<Tensor> out = compiled_ ? (*compiled_)(args) : step_function(args);
   args.clear();
 

@@ -86,15 +86,15 @@ class TrainStep {
 
  private:
   std::vector<Tensor> step_function(const std::vector<Tensor>& args) const;
-  // The step function's arguments: per_param_args with the masters, m and
-  // v in the step's layout (stacked under scan_layers on one process).
+  // The step function's arguments are per_param_args with the masters, m
+  // and v in the step's layout (stacked under scan_layers on one process).
   std::vector<Tensor> per_param_args(const std::vector<Tensor>& masters,
                                      const optim::AdamWState& state,
                                      const std::vector<data::Batch>& batches, double lr) const;
   template <class T>
-  std::vector<T> to_step_layout(const std::vector<T>& per_param) const;
-  std::vector<Tensor> step_args(const std::vector<Tensor>& masters, const optim::AdamWState& state,
-                                const std::vector<data::Batch>& batches, double lr) const;
+  std::vector<T> to_step_layout(std::vector<T> per_param) const;
+  std::vector<Tensor> stack_list(std::vector<Tensor> per_param) const;
+  std::vector<ir::TypeInfo> stack_list(std::vector<ir::TypeInfo> per_param) const;
   std::vector<ir::TypeInfo> step_arg_types(const std::vector<Tensor>& masters,
                                            const optim::AdamWState& state,
                                            const std::vector<data::Batch>& batches) const;
