@@ -13,5 +13,6 @@
 #include "kiln/ops/views.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
+#include "kiln/runtime/spmd.h"
 #include "kiln/runtime/tensor.h"
 #include "kiln/runtime/threads.h"

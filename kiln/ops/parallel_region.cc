@@ -44,9 +44,10 @@ const OpDef& kLeave = declare({
     .name = "leave_parallel_region",
     .attrs = axis_attrs(),
     .infer = [](auto in, const Attrs& a) { return check_region("leave_parallel_region", in, a); },
-    // Opaque, not collective: eager modes run the composite, whose
-    // all_reduce is the collective every later stage sees.
-    .fusion = ir::FusionClass::opaque,
+    // A collective without a kernel: eager modes and lowering run the
+    // composite, an all_reduce; the class makes it one before lowering too
+    // (skinny collectives, kiln/runtime/spmd.h).
+    .fusion = ir::FusionClass::collective,
     .vjp = [](VjpCall& c) { c.grads[0] = c.cot(0); },
     .composite = [](CompositeCall& c) {
       c.outputs = {all_reduce(c.inputs[0], axis_of(c.attrs))};

@@ -2,17 +2,21 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/recording.h"
+#include "kiln/runtime/skinny_program.h"
+#include "kiln/runtime/spmd.h"
 
 namespace kiln {
 namespace {
 
-std::string signature(const std::vector<Tensor>& args, const std::string& static_key) {
+// Safe and skinny calls of one signature compile differently.
+std::string signature(const std::vector<Tensor>& args, const std::string& static_key, bool safe) {
   std::string s;
   for (const Tensor& t : args) s += cat(ir::to_string(t.type()), "@", to_string(t.device()), ";");
-  return s + "|" + static_key;
+  return s + (safe ? "|safe|" : "|") + static_key;
 }
 
 bool report_recompiles() {
@@ -49,7 +53,8 @@ std::string describe_change(const ir::Graph& before, const ir::Graph& after) {
 struct CompiledFunction::Entry {
   std::shared_ptr<Recording> rec;  // the traced graph and its captured constants
   size_t num_args = 0;
-  std::shared_ptr<const Executable> exe;
+  std::shared_ptr<const Executable> exe;  // one program, or
+  std::optional<SkinnyProgram> skinny;    // the graph split at its collectives
 };
 
 CompiledFunction::CompiledFunction(TensorFn fn, CompileOptions options)
@@ -87,12 +92,20 @@ std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<ir::TypeI
 
 const Executable& CompiledFunction::last_executable() const {
   KILN_CHECK(last_, options_.name, ": not called yet, so nothing is compiled");
+  KILN_CHECK(last_->exe, options_.name, ": its collectives run as skinny collectives, in ",
+             last_->skinny->programs().size(), " programs (last_programs() lists them); "
+             "compile it SPMD-safe (CompileOptions::spmd_safe) for one program");
   return *last_->exe;
 }
 
+std::vector<const Executable*> CompiledFunction::last_programs() const {
+  KILN_CHECK(last_, options_.name, ": not called yet, so nothing is compiled");
+  if (last_->exe) return {last_->exe.get()};
+  return last_->skinny->programs();
+}
+
 CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& args,
-                                                     const std::string& static_key) {
-  std::string sig = signature(args, static_key);
+                                                     const std::string& sig) {
   auto it = entries_.find(sig);
   if (it != entries_.end()) return *it->second;
 
@@ -115,7 +128,10 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
     }
   }
   Device device = args.empty() ? kCPU : args[0].device();
-  e->exe = get_executable(e->rec->graph, device, po);
+  if (safe_call() || !has_collective(e->rec->graph))
+    e->exe = get_executable(e->rec->graph, device, po);
+  else
+    e->skinny.emplace(e->rec->graph, device, po);
 
   if (report_recompiles() && last_)
     std::cerr << "kiln: recompiling " << options_.name << " (signature " << entries_.size() + 1
@@ -123,16 +139,19 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
   return *entries_.emplace(sig, e).first->second;
 }
 
+bool CompiledFunction::safe_call() const { return options_.spmd_safe || spmd_safe(); }
+
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args,
                                                  const std::string& static_key) {
   for (const Tensor& a : args) KILN_CHECK(a.defined(), options_.name, ": an argument is undefined");
   // Inside another trace the function simply becomes part of that graph.
   if (dynamic_cast<TraceContext*>(&current_context())) return fn_(args);
-  Entry& e = entry_for(args, static_key);
-  last_ = entries_.at(signature(args, static_key));
+  std::string sig = signature(args, static_key, safe_call());
+  Entry& e = entry_for(args, sig);
+  last_ = entries_.at(sig);
   std::vector<Tensor> inputs = e.rec->captured;
   for (size_t i = 0; i < e.num_args; ++i) inputs[i] = args[i];
-  return e.exe->run(inputs);
+  return e.exe ? e.exe->run(inputs) : e.skinny->run(inputs);
 }
 
 }  // namespace kiln

@@ -7,6 +7,11 @@
 // Tensors the function reads from its closure are baked in as constants
 // when it is traced: pass everything that changes between calls as an
 // argument. Values cannot be read inside the function (item() raises).
+//
+// Collectives: unless the call is SPMD-safe (CompileOptions::spmd_safe, or
+// an SpmdSafeGuard alive at the call), a graph with collectives runs as
+// skinny collectives (spmd.h, skinny_program.h): the segments between them
+// and each collective are separate programs. SPMD-safe: one program.
 #pragma once
 #include <functional>
 #include <map>
@@ -26,6 +31,8 @@ struct CompileOptions {
   // after the call.
   std::vector<int> donate;
   compiler::PassOptions passes = default_pass_options();
+  // Collectives stay inside the one program even outside an SpmdSafeGuard.
+  bool spmd_safe = false;
 };
 
 class CompiledFunction {
@@ -35,12 +42,17 @@ class CompiledFunction {
   std::vector<Tensor> operator()(const std::vector<Tensor>& args, const std::string& static_key = "");
 
   size_t num_signatures() const { return entries_.size(); }
-  // The program compiled for the most recent signature.
+  // The program compiled for the most recent signature (an error when it
+  // was split into skinny collectives: see last_programs).
   const Executable& last_executable() const;
+  // The programs the most recent signature runs, in order: one, or the
+  // segments and collectives of a skinny split.
+  std::vector<const Executable*> last_programs() const;
 
  private:
   struct Entry;
-  Entry& entry_for(const std::vector<Tensor>& args, const std::string& static_key);
+  Entry& entry_for(const std::vector<Tensor>& args, const std::string& signature);
+  bool safe_call() const;  // this call keeps collectives inside one program
 
   TensorFn fn_;
   CompileOptions options_;

@@ -8,6 +8,7 @@
 #include "kiln/runtime/eager.h"
 #include "kiln/runtime/program_cache.h"
 #include "kiln/runtime/recording.h"
+#include "kiln/runtime/spmd.h"
 
 namespace kiln {
 namespace {
@@ -61,7 +62,10 @@ class DeferContext final : public Context {
     // Views of materialized tensors are metadata, as in eager mode.
     if (op.view && inputs.size() == 1 && inputs[0].impl().materialized())
       return eager_context(EagerMode::strict).apply(op, inputs, attrs, out_types, device);
-    if (rec_ && device != device_) flush();
+    // Skinny collectives (spmd.h): outside an SPMD-safe scope a collective
+    // is a region of its own, flushed before and right after it.
+    const bool skinny = is_collective(op) && !spmd_safe();
+    if (rec_ && (device != device_ || skinny)) flush();
     if (!rec_) start(device);
     std::vector<Tensor> out = trace_->apply(op, inputs, attrs, out_types, device);
     ++t_stats.ops_recorded;
@@ -72,7 +76,12 @@ class DeferContext final : public Context {
       v.view_op = &op;
       v.view_attrs = attrs;
     }
-    note_node();
+    if (skinny) {
+      flush();
+      ++t_stats.skinny_collectives;
+    } else {
+      note_node();
+    }
     return out;
   }
 

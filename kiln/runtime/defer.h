@@ -5,7 +5,8 @@
 // the values still held by the user (handle reference counts) are its
 // outputs, everything else is dead. A repeated op sequence (a stack of
 // identical blocks) flushes at each block boundary, so regions stay small
-// and every block after the first hits the cache.
+// and every block after the first hits the cache. Outside an SPMD-safe
+// scope a collective also cuts the region and runs alone (spmd.h).
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -26,6 +27,7 @@ struct DeferStats {
   size_t repeat_flushes = 0;   // flushes caused by the repeated-sequence heuristic
   size_t last_region_ops = 0;  // nodes in the last region flushed
   size_t last_region_outputs = 0;
+  size_t skinny_collectives = 0;  // collectives run as one-op programs (spmd.h)
 };
 DeferStats defer_stats();
 void reset_defer_stats();

@@ -64,8 +64,8 @@ class EagerContext final : public Context {
 
     const Kernel* kernel = find_kernel(device.kind, op.name);
     if (!kernel) {
-      KILN_CHECK(op.fusion != ir::FusionClass::collective, "collective '", op.name,
-                 "' has no kernel on ", to_string(device),
+      KILN_CHECK(op.fusion != ir::FusionClass::collective || op.composite, "collective '",
+                 op.name, "' has no kernel on ", to_string(device),
                  ": this device's process-group backend is not built in this kiln");
       KILN_CHECK(op.composite, "op '", op.name, "' has no kernel on ", to_string(device),
                  " and no composite to fall back on");

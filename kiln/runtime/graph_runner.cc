@@ -9,6 +9,7 @@
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/recording.h"
 #include "kiln/runtime/region.h"
+#include "kiln/runtime/spmd.h"
 
 namespace kiln {
 
@@ -53,6 +54,25 @@ RegionSegment extract_segment(const ir::Graph& g, size_t begin, size_t end) {
   return s;
 }
 
+std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool spmd_safe) {
+  const auto& nodes = g.nodes();
+  auto compiled = [&](size_t i) {
+    return nodes[i].region >= 0 && (spmd_safe || !is_collective(*nodes[i].op));
+  };
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (size_t i = 0; i < nodes.size();) {
+    if (!compiled(i)) {
+      ++i;
+      continue;
+    }
+    size_t end = i + 1;
+    while (end < nodes.size() && nodes[end].region == nodes[i].region && compiled(end)) ++end;
+    ranges.push_back({i, end});
+    i = end;
+  }
+  return ranges;
+}
+
 namespace {
 
 // run_graph, and with `regions` run_graph_compiling_regions.
@@ -75,10 +95,13 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
         if (last_use[size_t(v)] < int32_t(last)) env[size_t(v)] = Tensor();
   };
 
+  std::vector<std::pair<size_t, size_t>> programs;
+  if (regions) programs = region_programs(g, spmd_safe());
+  auto next_program = programs.begin();
   std::vector<Tensor> args;
   for (size_t i = 0; i < nodes.size();) {
     const ir::Node& n = nodes[i];
-    if (!regions || n.region < 0) {
+    if (next_program == programs.end() || next_program->first != i) {
       args.clear();
       for (ir::ValueId v : n.inputs) args.push_back(env[size_t(v)]);
       OpPositionGuard where(cat("node ", i, " of ", label, ": ", ir::node_to_text(g, n)));
@@ -90,8 +113,7 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
       ++i;
       continue;
     }
-    size_t end = i + 1;
-    while (end < nodes.size() && nodes[end].region == n.region) ++end;
+    size_t end = (next_program++)->second;
     RegionSegment seg = extract_segment(g, i, end);
     args.clear();
     for (ir::ValueId v : seg.inputs) args.push_back(env[size_t(v)]);

@@ -6,10 +6,13 @@
 // from the program cache keyed by the segment's fingerprint, and a segment's
 // parameters are its inputs, so every layer of a stack shares one compiled
 // forward and one compiled backward program. Nodes outside regions run
-// through the current context one by one, as run_graph runs them.
+// through the current context one by one, as run_graph runs them, and so
+// do collectives unless the caller is SPMD-safe (spmd.h): a region's
+// program then stops before a collective and resumes after it.
 #pragma once
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -30,6 +33,11 @@ struct RegionSegment {
 // the values it defines that later nodes or g's outputs read (in order of
 // definition). Regions are dropped: the segment is one program.
 RegionSegment extract_segment(const ir::Graph& g, size_t begin, size_t end);
+
+// The node ranges [begin, end) run_graph_compiling_regions runs as
+// programs, in order: maximal runs of consecutive nodes of one region,
+// which without `spmd_safe` hold no collective.
+std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool spmd_safe);
 
 std::vector<Tensor> run_graph_compiling_regions(const ir::Graph& g, std::span<const Tensor> inputs,
                                                 const std::string& label,

@@ -113,6 +113,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"compile", "enable", &c.compile.enable},
       {"compile", "graph_trainer", &c.compile.graph_trainer},
       {"compile", "scan_layers", &c.compile.scan_layers},
+      {"compile", "spmd_safe", &c.compile.spmd_safe},
 
       {"parallelism", "data_parallel_replicate_degree",
        &c.parallelism.data_parallel_replicate_degree},

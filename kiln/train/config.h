@@ -131,11 +131,15 @@ struct MetricsSection {
 //                  as one program, parameters and optimizer state donated;
 //   scan_layers    the decoder stack as one loop body over stacked
 //                  per-layer weights, so compile time and program size do
-//                  not grow with depth.
+//                  not grow with depth;
+//   spmd_safe      every rank runs the same step, so its collectives may
+//                  stay inside the fused programs (kiln/runtime/spmd.h);
+//                  off, each collective is a program of its own.
 struct CompileSection {
   bool enable = false;
   bool graph_trainer = false;
   bool scan_layers = false;
+  bool spmd_safe = false;
 };
 
 // Mesh degrees as in TorchTitan (-1: whatever the others leave), for runs

@@ -25,6 +25,7 @@
 #include "kiln/optim/schedule.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
+#include "kiln/runtime/spmd.h"
 #include "kiln/runtime/threads.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/distributed_checkpoint.h"
@@ -370,6 +371,9 @@ StepResult Run::train_step(double lr) {
                          "the training step");
     handshaken_ = true;
   }
+  // Collectives stay inside the step's programs when the ranks are known
+  // to run the same step: the user says so, or the handshake checked it.
+  SpmdSafeGuard spmd(c_.compile.spmd_safe || handshake_ != dist::Handshake::off);
   return step_->run(masters_, state_, batches, lr);
 }
 

@@ -1,8 +1,9 @@
 // Data parallelism as a user runs it: `mpirun -n N kiln train` on the
 // llama3 debug recipe (10 steps, seq_len 32, global batch 8) under DDP 2,
-// SimpleFSDP 2 and 4 and HSDP 2 x 2, eagerly and in the graph trainer, gives
-// the losses and gradient norms of one process at the same global batch, and
-// so do tensor parallelism (TP 2) and SimpleFSDP 2 x TP 2;
+// SimpleFSDP 2 and 4 and HSDP 2 x 2, eagerly and in the graph trainer
+// (collectives skinny or SPMD-safe), gives the losses and gradient norms of
+// one process at the same global batch, and so do tensor parallelism (TP 2)
+// and SimpleFSDP 2 x TP 2;
 // rank 0 alone reports; a checkpoint saved under FSDP 4 (4 ranks' shards)
 // resumes under FSDP 2 and on one rank, one saved under FSDP 2 x TP 2 under
 // TP 2 and on one rank; a rank's error names the rank; the
@@ -113,8 +114,11 @@ class DataParallel : public ::testing::Test {
     EXPECT_EQ(g.loss, e.loss) << what;
     EXPECT_EQ(g.grad_norm, e.grad_norm) << what;
   }
+  // The graph trainer with each collective a program of its own (the
+  // default) and inside the step's program (--compile.spmd_safe).
   static void expect_graph_trainer_equals_eager(const Mesh& m) {
     expect_same_as_eager(m, "graph", "--compile.graph_trainer");
+    expect_same_as_eager(m, "graph_spmd_safe", "--compile.graph_trainer --compile.spmd_safe=true");
   }
 
   static fs::path root_;

@@ -1,0 +1,87 @@
+#include "kiln/runtime/skinny_program.h"
+
+#include <algorithm>
+
+#include "kiln/base/error.h"
+#include "kiln/runtime/executable.h"
+#include "kiln/runtime/graph_runner.h"
+#include "kiln/runtime/spmd.h"
+
+namespace kiln {
+
+std::vector<std::pair<size_t, size_t>> split_at_collectives(const ir::Graph& g) {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size();) {
+    size_t end = i + 1;
+    if (!is_collective(*nodes[i].op))
+      while (end < nodes.size() && !is_collective(*nodes[end].op)) ++end;
+    ranges.push_back({i, end});
+    i = end;
+  }
+  return ranges;
+}
+
+SkinnyProgram::SkinnyProgram(const ir::Graph& g, Device device, const ProgramOptions& options)
+    : inputs_(g.inputs()), outputs_(g.outputs()), num_values_(g.values().size()) {
+  std::vector<RegionSegment> segs;
+  for (auto [begin, end] : split_at_collectives(g)) segs.push_back(extract_segment(g, begin, end));
+  // The last segment reading each value; results are read after all of them.
+  std::vector<int> last_reader(num_values_, -1);
+  for (size_t s = 0; s < segs.size(); ++s)
+    for (ir::ValueId v : segs[s].inputs) last_reader[size_t(v)] = int(s);
+  for (ir::ValueId v : outputs_) last_reader[size_t(v)] = int(segs.size());
+
+  std::vector<ProgramOptions> seg_options(segs.size(), ProgramOptions{options.passes, {}});
+  for (auto [in, out] : options.donations) {
+    ir::ValueId vin = inputs_[size_t(in)], vout = outputs_[size_t(out)];
+    int32_t node = g.values()[size_t(vout)].node;
+    if (node < 0) continue;  // a result that is an input: nothing to write
+    auto seg = std::find_if(segs.begin(), segs.end(), [&](const RegionSegment& s) {
+      return size_t(node) >= s.begin && size_t(node) < s.end;
+    });
+    size_t s = size_t(seg - segs.begin());
+    if (last_reader[size_t(vin)] != int(s)) continue;
+    auto at = [](const std::vector<ir::ValueId>& list, ir::ValueId v) {
+      return int(std::find(list.begin(), list.end(), v) - list.begin());
+    };
+    seg_options[s].donations.push_back({at(seg->inputs, vin), at(seg->outputs, vout)});
+  }
+  for (size_t s = 0; s < segs.size(); ++s) {
+    Segment seg;
+    seg.exe = get_executable(segs[s].graph, device, seg_options[s]);
+    seg.inputs = std::move(segs[s].inputs);
+    seg.outputs = std::move(segs[s].outputs);
+    for (ir::ValueId v : seg.inputs)
+      if (last_reader[size_t(v)] == int(s)) seg.last_read.push_back(v);
+    segments_.push_back(std::move(seg));
+  }
+}
+
+std::vector<Tensor> SkinnyProgram::run(std::span<const Tensor> inputs) const {
+  KILN_CHECK(inputs.size() == inputs_.size(), "compiled program takes ", inputs_.size(),
+             " inputs, got ", inputs.size());
+  std::vector<Tensor> env(num_values_);
+  for (size_t i = 0; i < inputs.size(); ++i) env[size_t(inputs_[i])] = inputs[i];
+  std::vector<Tensor> args;
+  for (const Segment& seg : segments_) {
+    args.clear();
+    for (ir::ValueId v : seg.inputs) args.push_back(env[size_t(v)]);
+    // A donated input is read last here: no handle of ours outlives the run.
+    for (ir::ValueId v : seg.last_read) env[size_t(v)] = Tensor();
+    std::vector<Tensor> out = seg.exe->run(args);
+    for (size_t k = 0; k < out.size(); ++k) env[size_t(seg.outputs[k])] = std::move(out[k]);
+  }
+  args.clear();
+  std::vector<Tensor> result;
+  for (ir::ValueId v : outputs_) result.push_back(env[size_t(v)]);
+  return result;
+}
+
+std::vector<const Executable*> SkinnyProgram::programs() const {
+  std::vector<const Executable*> p;
+  for (const Segment& s : segments_) p.push_back(s.exe.get());
+  return p;
+}
+
+}  // namespace kiln
