@@ -4,6 +4,7 @@
 #include <map>
 
 #include "kiln/base/error.h"
+#include "kiln/compiler/collective_schedule.h"
 #include "kiln/compiler/fused_op.h"
 
 namespace kiln::compiler {
@@ -123,11 +124,27 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   auto planned = [&](ir::ValueId v) {
     return !in_donated_buffer[v] && (options.outputs_in_arena || !returned[v]);
   };
+  // collective_wait hands its started buffer on as its result: both values
+  // share one slot, live from the start to the last read of either.
+  std::vector<ir::ValueId> alias_of(nv, -1);
+  for (int i = 0; i < n; ++i) {
+    if (!is_collective_wait(*nodes[i].op)) continue;
+    ir::ValueId x = nodes[i].inputs[0], y = nodes[i].outputs[0];
+    if (g.values()[x].node < 0 || !planned(x) || !planned(y)) continue;
+    ir::ValueId root = alias_of[x] >= 0 ? alias_of[x] : x;
+    alias_of[y] = root;
+    last_use[root] = std::max(last_use[root], last_use[y]);
+    returned[root] = returned[root] || returned[y];
+  }
   Arena arena;
   std::vector<std::vector<ir::ValueId>> dies_at(n);
   for (int i = 0; i < n; ++i) {
     for (ir::ValueId v : nodes[i].outputs) {
       if (!planned(v)) continue;
+      if (alias_of[v] >= 0) {
+        plan.offsets[v] = plan.offsets[alias_of[v]];
+        continue;
+      }
       int64_t size = aligned(plan.bytes[v]);
       plan.naive_bytes += size;
       plan.offsets[v] = size ? arena.allocate(size) : 0;

@@ -38,7 +38,9 @@ struct MemoryPlan {
 // Plans the arena by liveness over node order: a value lives from the node
 // that defines it to the last node that reads it (to the end for graph
 // outputs); values live at the same time never overlap, and freed space is
-// reused best-fit. A node's outputs never share memory with its inputs.
+// reused best-fit. A node's outputs never share memory with its inputs,
+// except collective_wait's, which is its first input's buffer (kept live
+// until the last read of either).
 //
 // `donations` lists (graph input index, graph output index) pairs whose
 // buffers the caller lets alias. One is honoured when the input and output

@@ -1,6 +1,7 @@
 #include "kiln/compiler/pipeline.h"
 
 #include "kiln/base/error.h"
+#include "kiln/compiler/collective_schedule.h"
 #include "kiln/compiler/cse.h"
 #include "kiln/compiler/dce.h"
 #include "kiln/compiler/fuse.h"
@@ -10,7 +11,7 @@ namespace kiln::compiler {
 
 std::string to_string(const PassOptions& o) {
   return cat("simplify=", int(o.simplify), ",cse=", int(o.cse), ",dce=", int(o.dce),
-             ",fuse=", int(o.fuse));
+             ",fuse=", int(o.fuse), ",overlap=", int(o.overlap_collectives));
 }
 
 ir::Graph optimize(const ir::Graph& g, const PassOptions& options) {
@@ -19,6 +20,7 @@ ir::Graph optimize(const ir::Graph& g, const PassOptions& options) {
   if (options.cse) cur = cse(cur);
   if (options.dce) cur = dce(cur);
   if (options.fuse) cur = fuse(cur);
+  if (options.overlap_collectives) cur = schedule_collectives(cur);
   return cur;
 }
 

@@ -1,11 +1,15 @@
 // CPU kernels of the IR's collective ops (kiln/ops/collectives.h). Each
 // looks its mesh_axis up in the current mesh and runs the collective on
 // that dimension's process group, holding its device queue until the data
-// has arrived. The process groups move flat buffers in rank order, so a
+// has arrived; inside a scheduled program (kiln/compiler/collective_schedule.h)
+// the "<op>_start" kernels return at once and collective_wait holds the
+// queue instead. The process groups move flat buffers in rank order, so a
 // collective along an inner dimension is packed into (or unpacked from)
-// rank-major order around the transfer.
+// rank-major order around the transfer (unpacked by the wait).
 #include <cstring>
-#include <optional>
+#include <functional>
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/base/error.h"
@@ -68,95 +72,181 @@ void copy(const TensorRef& dst, const TensorRef& src) {
   find_backend(DeviceKind::cpu)->strided_copy(dst, src);
 }
 
-void all_reduce_kernel(const KernelArgs& a) {
+// A collective in flight: its Work, what must outlive the transfer (the
+// mesh, packed buffers) and what runs once the data has arrived (unpacking
+// into the output).
+struct Launched {
+  Work work;
+  std::shared_ptr<DeviceMesh> mesh;
+  std::vector<std::shared_ptr<Packed>> buffers;
+  std::function<void()> then;
+
+  void finish() {
+    work.wait();
+    if (then) then();
+  }
+};
+
+Launched launched(Call c, Work w) { return {std::move(w), std::move(c.mesh), {}, {}}; }
+
+Launched all_reduce_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
-  c.group->all_reduce(in.data, out.data, in.numel(), in.dtype, reduce_op(a)).wait();
+  Work w = c.group->all_reduce(in.data, out.data, in.numel(), in.dtype, reduce_op(a));
+  return launched(std::move(c), std::move(w));
 }
 
 // Gathers `in` (of out's dtype) into out along the op's gather_dim.
-void gather_into(const KernelArgs& a, const TensorRef& in, const TensorRef& out) {
+Launched gather_into(const KernelArgs& a, const TensorRef& in, const TensorRef& out) {
   Call c = group_for(a);
   int64_t n = c.group->size();
   TensorRef dst = chunk_major(out, dim_attr(a, "gather_dim", in), n);
-  if (dst.contiguous()) {
-    c.group->all_gather(in.data, out.data, in.numel(), in.dtype).wait();
-    return;
-  }
-  Packed got(dst);
-  c.group->all_gather(in.data, got.ref.data, in.numel(), in.dtype).wait();
-  copy(dst, got.ref);
+  if (dst.contiguous())
+    return launched(c, c.group->all_gather(in.data, out.data, in.numel(), in.dtype));
+  auto got = std::make_shared<Packed>(dst);
+  Launched l = launched(c, c.group->all_gather(in.data, got->ref.data, in.numel(), in.dtype));
+  l.buffers.push_back(got);
+  l.then = [dst, got] { copy(dst, got->ref); };
+  return l;
 }
 
-void all_gather_kernel(const KernelArgs& a) { gather_into(a, a.in[0], a.out[0]); }
+Launched all_gather_launch(const KernelArgs& a) { return gather_into(a, a.in[0], a.out[0]); }
 
 // Cast locally, then gather: the wire carries the narrower dtype, and every
 // rank's chunk is rounded once, by its owner (elementwise, so deterministic).
-void all_gather_cast_kernel(const KernelArgs& a) {
+Launched all_gather_cast_launch(const KernelArgs& a) {
   const TensorRef& in = a.in[0];
-  Packed cast(TensorRef{nullptr, a.out[0].dtype, in.shape, {}});
-  const ir::Attrs to{{"dtype", cast.ref.dtype}};
-  find_kernel(DeviceKind::cpu, "cast")->fn({{&in, 1}, {&cast.ref, 1}, to, ir::get_op("cast")});
-  gather_into(a, cast.ref, a.out[0]);
+  auto cast = std::make_shared<Packed>(TensorRef{nullptr, a.out[0].dtype, in.shape, {}});
+  const ir::Attrs to{{"dtype", cast->ref.dtype}};
+  find_kernel(DeviceKind::cpu, "cast")->fn({{&in, 1}, {&cast->ref, 1}, to, ir::get_op("cast")});
+  Launched l = gather_into(a, cast->ref, a.out[0]);
+  l.buffers.push_back(cast);
+  return l;
 }
 
-void reduce_scatter_kernel(const KernelArgs& a) {
+Launched reduce_scatter_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
   int64_t n = c.group->size();
   TensorRef src = chunk_major(in, dim_attr(a, "scatter_dim", in), n);
-  if (src.contiguous()) {
-    c.group->reduce_scatter(in.data, out.data, out.numel(), in.dtype, reduce_op(a)).wait();
-    return;
-  }
-  Packed sent(src);
-  copy(sent.ref, src);
-  c.group->reduce_scatter(sent.ref.data, out.data, out.numel(), in.dtype, reduce_op(a)).wait();
+  if (src.contiguous())
+    return launched(c, c.group->reduce_scatter(in.data, out.data, out.numel(), in.dtype,
+                                               reduce_op(a)));
+  auto sent = std::make_shared<Packed>(src);
+  copy(sent->ref, src);
+  Launched l = launched(c, c.group->reduce_scatter(sent->ref.data, out.data, out.numel(),
+                                                   in.dtype, reduce_op(a)));
+  l.buffers.push_back(sent);
+  return l;
 }
 
-void all_to_all_kernel(const KernelArgs& a) {
+Launched all_to_all_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
   int64_t n = c.group->size();
   TensorRef src = chunk_major(in, dim_attr(a, "split_dim", in), n);
   TensorRef dst = chunk_major(out, dim_attr(a, "concat_dim", out), n);
-  std::optional<Packed> sent, got;
+  std::shared_ptr<Packed> sent, got;
   if (!src.contiguous()) {
-    sent.emplace(src);
+    sent = std::make_shared<Packed>(src);
     copy(sent->ref, src);
   }
-  if (!dst.contiguous()) got.emplace(dst);
+  if (!dst.contiguous()) got = std::make_shared<Packed>(dst);
   std::vector<int64_t> counts(size_t(n), in.numel() / n);
-  c.group->all_to_all(sent ? sent->ref.data : in.data, counts, got ? got->ref.data : out.data,
-                      counts, in.dtype)
-      .wait();
-  if (got) copy(dst, got->ref);
+  Launched l = launched(c, c.group->all_to_all(sent ? sent->ref.data : in.data, counts,
+                                               got ? got->ref.data : out.data, counts, in.dtype));
+  if (sent) l.buffers.push_back(sent);
+  if (got) {
+    l.buffers.push_back(got);
+    l.then = [dst, got] { copy(dst, got->ref); };
+  }
+  return l;
 }
 
-void broadcast_kernel(const KernelArgs& a) {
+Launched broadcast_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
   std::memcpy(out.data, in.data, size_t(in.numel()) * itemsize(in.dtype));
-  c.group->broadcast(out.data, out.numel(), out.dtype, int(a.attrs.i("root"))).wait();
+  return launched(c, c.group->broadcast(out.data, out.numel(), out.dtype, int(a.attrs.i("root"))));
 }
 
 // The root gets the sum; the other ranks zeros (the adjoint of broadcast).
-void reduce_kernel(const KernelArgs& a) {
+Launched reduce_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
   int root = int(a.attrs.i("root"));
-  c.group->reduce(in.data, out.data, in.numel(), in.dtype, root).wait();
-  if (c.group->rank() != root) std::memset(out.data, 0, size_t(out.numel()) * itemsize(out.dtype));
+  bool zero = c.group->rank() != root;
+  Launched l = launched(c, c.group->reduce(in.data, out.data, in.numel(), in.dtype, root));
+  if (zero)
+    l.then = [out] { std::memset(out.data, 0, size_t(out.numel()) * itemsize(out.dtype)); };
+  return l;
+}
+
+// The collectives a compiled program has started and not yet waited for, on
+// this (device queue) thread, keyed by their output buffer: a start and its
+// wait run in the same program, and the memory plan keeps that buffer to
+// itself from the start until past the wait.
+std::unordered_map<const void*, Launched>& in_flight() {
+  thread_local std::unordered_map<const void*, Launched> m;
+  return m;
+}
+
+// A failed program's started collectives: finished (their errors dropped)
+// before the program's buffers go.
+void drain() {
+  for (auto& [buffer, l] : in_flight()) try {
+      l.finish();
+    } catch (const std::exception&) {
+    }
+  in_flight().clear();
+}
+[[maybe_unused]] const bool drain_registered = (register_in_flight_drain(drain), true);
+
+// Eager and unscheduled programs: launch and wait at once, holding the queue.
+template <Launched (*launch)(const KernelArgs&)>
+void blocking(const KernelArgs& a) {
+  launch(a).finish();
+}
+
+// "<op>_start": launch and return; collective_wait finishes it.
+template <Launched (*launch)(const KernelArgs&)>
+void start(const KernelArgs& a) {
+  KILN_CHECK(!in_flight().contains(a.out[0].data), a.op.name, ": a collective started earlier "
+             "into the same buffer was never waited for (a compiled program failed between its "
+             "start and its wait?)");
+  in_flight().emplace(a.out[0].data, launch(a));
+}
+
+void wait_kernel(const KernelArgs& a) {
+  const TensorRef &started = a.in[0], &out = a.out[0];
+  auto it = in_flight().find(started.data);
+  KILN_CHECK(it != in_flight().end(), "collective_wait: no collective was started into this "
+             "buffer on this thread; collective_wait must follow its *_start in the same program");
+  Launched l = std::move(it->second);
+  in_flight().erase(it);
+  l.finish();
+  // The memory plan aliases the result with the started buffer; where it
+  // could not (a result returned in a buffer of its own), copy it.
+  if (out.data != started.data)
+    std::memcpy(out.data, started.data, size_t(out.numel()) * itemsize(out.dtype));
 }
 
 const KernelRegistrar registrations[] = {
-    {DeviceKind::cpu, "all_reduce", {all_reduce_kernel, false}},
-    {DeviceKind::cpu, "all_gather", {all_gather_kernel, false}},
-    {DeviceKind::cpu, "all_gather_cast", {all_gather_cast_kernel, false}},
-    {DeviceKind::cpu, "reduce_scatter", {reduce_scatter_kernel, false}},
-    {DeviceKind::cpu, "all_to_all", {all_to_all_kernel, false}},
-    {DeviceKind::cpu, "broadcast", {broadcast_kernel, false}},
-    {DeviceKind::cpu, "reduce", {reduce_kernel, false}},
+    {DeviceKind::cpu, "all_reduce", {blocking<all_reduce_launch>, false}},
+    {DeviceKind::cpu, "all_reduce_start", {start<all_reduce_launch>, false}},
+    {DeviceKind::cpu, "all_gather", {blocking<all_gather_launch>, false}},
+    {DeviceKind::cpu, "all_gather_start", {start<all_gather_launch>, false}},
+    {DeviceKind::cpu, "all_gather_cast", {blocking<all_gather_cast_launch>, false}},
+    {DeviceKind::cpu, "all_gather_cast_start", {start<all_gather_cast_launch>, false}},
+    {DeviceKind::cpu, "reduce_scatter", {blocking<reduce_scatter_launch>, false}},
+    {DeviceKind::cpu, "reduce_scatter_start", {start<reduce_scatter_launch>, false}},
+    {DeviceKind::cpu, "all_to_all", {blocking<all_to_all_launch>, false}},
+    {DeviceKind::cpu, "all_to_all_start", {start<all_to_all_launch>, false}},
+    {DeviceKind::cpu, "broadcast", {blocking<broadcast_launch>, false}},
+    {DeviceKind::cpu, "broadcast_start", {start<broadcast_launch>, false}},
+    {DeviceKind::cpu, "reduce", {blocking<reduce_launch>, false}},
+    {DeviceKind::cpu, "reduce_start", {start<reduce_launch>, false}},
+    {DeviceKind::cpu, "collective_wait", {wait_kernel, false}},
 };
 
 }  // namespace

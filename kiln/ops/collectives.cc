@@ -68,7 +68,33 @@ double ring_fraction(const Attrs& a) {
   fail(op, " with op 'max' has no gradient; use sum or avg in differentiated code");
 }
 
-const OpDef& kAllReduce = declare({
+// Declares a collective and its "<name>_start" twin: the same collective
+// launched asynchronously inside a compiled program (see
+// kiln/compiler/collective_schedule.h). The twin has the same attributes,
+// shape rule and cost; its output must not be read before a collective_wait
+// on it, so it has no vjp and only compiler passes emit it.
+const OpDef& declare_collective(OpDef def) {
+  OpDef start = def;
+  start.name += "_start";
+  start.vjp = {};
+  declare(std::move(start));
+  return declare(std::move(def));
+}
+
+// collective_wait(started, sent): blocks until the collective that `started`
+// (a *_start output) is the result of has completed, and yields that result
+// in the same buffer (the memory plan aliases them). `sent` is the start's
+// input: reading it here keeps it live, unchanged, while the transfer reads it.
+[[maybe_unused]] const OpDef& kCollectiveWait = declare({
+    .name = "collective_wait",
+    .num_inputs = 2,
+    .infer = [](auto in, const Attrs&) { return std::vector<TypeInfo>{in[0]}; },
+    .fusion = ir::FusionClass::collective,
+    .cost = [](auto, auto, const Attrs&) { return ir::Cost{}; },
+    .side_effects = true,
+});
+
+const OpDef& kAllReduce = declare_collective({
     .name = "all_reduce",
     .attrs = group_attrs({{"op", AttrKind::string, std::string("sum")}}),
     .infer = [](auto in, const Attrs& a) {
@@ -98,7 +124,7 @@ TypeInfo gathered(const char* op, const TypeInfo& x, const Attrs& a) {
   return out;
 }
 
-const OpDef& kAllGather = declare({
+const OpDef& kAllGather = declare_collective({
     .name = "all_gather",
     .attrs = group_attrs({{"gather_dim", AttrKind::int_, std::nullopt}}),
     .infer = [](auto in, const Attrs& a) {
@@ -118,7 +144,7 @@ const OpDef& kAllGather = declare({
 // `dtype` (bf16) and gathered, so the wire carries bf16. Its vjp casts the
 // cotangent back to the shard's dtype first, so the gradient's
 // reduce_scatter sums in f32 (FSDP2's reduce_dtype), not in bf16.
-const OpDef& kAllGatherCast = declare({
+const OpDef& kAllGatherCast = declare_collective({
     .name = "all_gather_cast",
     .attrs = group_attrs({{"gather_dim", AttrKind::int_, std::nullopt},
                           {"dtype", AttrKind::dtype, std::nullopt}}),
@@ -142,7 +168,7 @@ const OpDef& kAllGatherCast = declare({
     .side_effects = true,
 });
 
-const OpDef& kReduceScatter = declare({
+const OpDef& kReduceScatter = declare_collective({
     .name = "reduce_scatter",
     .attrs = group_attrs({{"scatter_dim", AttrKind::int_, std::nullopt},
                           {"op", AttrKind::string, std::string("sum")}}),
@@ -166,7 +192,7 @@ const OpDef& kReduceScatter = declare({
     .side_effects = true,
 });
 
-const OpDef& kAllToAll = declare({
+const OpDef& kAllToAll = declare_collective({
     .name = "all_to_all",
     .attrs = group_attrs({{"split_dim", AttrKind::int_, std::nullopt},
                           {"concat_dim", AttrKind::int_, std::nullopt}}),
@@ -188,7 +214,7 @@ const OpDef& kAllToAll = declare({
     .side_effects = true,
 });
 
-const OpDef& kBroadcast = declare({
+const OpDef& kBroadcast = declare_collective({
     .name = "broadcast",
     .attrs = group_attrs({{"root", AttrKind::int_, std::nullopt}}),
     .infer = [](auto in, const Attrs& a) {
@@ -203,7 +229,7 @@ const OpDef& kBroadcast = declare({
     .side_effects = true,
 });
 
-const OpDef& kReduce = declare({
+const OpDef& kReduce = declare_collective({
     .name = "reduce",
     .attrs = group_attrs({{"root", AttrKind::int_, std::nullopt}}),
     .infer = [](auto in, const Attrs& a) {

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kiln/base/error.h"
 
@@ -21,11 +22,22 @@ std::map<std::pair<DeviceKind, std::string>, Kernel, std::less<>>& kernels() {
   return *k;
 }
 
+std::vector<DrainFn>& drains() {
+  static auto* d = new std::vector<DrainFn>;
+  return *d;
+}
+
 }  // namespace
 
 void register_kernel(DeviceKind device, std::string_view op, Kernel kernel) {
   auto [it, inserted] = kernels().emplace(std::pair{device, std::string(op)}, kernel);
   if (!inserted) fail("kernel for op '", op, "' registered twice");
+}
+
+void register_in_flight_drain(DrainFn drain) { drains().push_back(drain); }
+
+void drain_in_flight() {
+  for (DrainFn d : drains()) d();
 }
 
 const Kernel* find_kernel(DeviceKind device, std::string_view op) {

@@ -53,6 +53,7 @@ void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs
     try {
       s.kernel->fn(KernelArgs{in, out, s.attrs, *s.op});
     } catch (const std::exception& e) {
+      drain_in_flight();
       fail("in a compiled program, ", s.text, ": ", e.what());
     }
   }

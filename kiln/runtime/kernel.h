@@ -42,6 +42,16 @@ struct Kernel {
 void register_kernel(DeviceKind device, std::string_view op, Kernel kernel);
 const Kernel* find_kernel(DeviceKind device, std::string_view op);
 
+// Kernels that return with work still running (a collective's start, which
+// its wait finishes) register how to finish the calling thread's
+// outstanding work. A compiled program that fails between the two calls
+// drain_in_flight() before its buffers are freed, so nothing is written
+// into freed memory; errors of the abandoned work are dropped (the
+// program's own error is the one reported).
+using DrainFn = void (*)();
+void register_in_flight_drain(DrainFn drain);
+void drain_in_flight();
+
 // Registers kernels from a static initialiser in a backend's source file.
 struct KernelRegistrar {
   KernelRegistrar(DeviceKind device, std::string_view op, Kernel kernel) {

@@ -114,6 +114,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"compile", "graph_trainer", &c.compile.graph_trainer},
       {"compile", "scan_layers", &c.compile.scan_layers},
       {"compile", "spmd_safe", &c.compile.spmd_safe},
+      {"compile", "overlap_collectives", &c.compile.overlap_collectives},
 
       {"parallelism", "data_parallel_replicate_degree",
        &c.parallelism.data_parallel_replicate_degree},

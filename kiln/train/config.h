@@ -135,11 +135,15 @@ struct MetricsSection {
 //   spmd_safe      every rank runs the same step, so its collectives may
 //                  stay inside the fused programs (kiln/runtime/spmd.h);
 //                  off, each collective is a program of its own.
+// overlap_collectives: compiled programs start their collectives early and
+// wait for them late, so communication overlaps compute
+// (kiln/compiler/collective_schedule.h); off, each blocks where it is traced.
 struct CompileSection {
   bool enable = false;
   bool graph_trainer = false;
   bool scan_layers = false;
   bool spmd_safe = false;
+  bool overlap_collectives = true;
 };
 
 // Mesh degrees as in TorchTitan (-1: whatever the others leave), for runs

@@ -45,6 +45,7 @@ TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
   if (options_.rung != Rung::graph_trainer) return;
   CompileOptions co;
   co.name = "graph trainer step";
+  co.passes.overlap_collectives = options_.overlap_collectives;
   // Masters, m and v: the program writes their updates into their buffers.
   co.donate.resize(3 * step_adamw().groups().group.size());
   std::iota(co.donate.begin(), co.donate.end(), 0);
@@ -178,7 +179,11 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
                                           const optim::AdamWState& state,
                                           const std::vector<data::Batch>& batches) const {
   ir::Graph g = prepare_for_device(graph(masters, state, batches), masters[0].device());
-  if (options_.rung == Rung::graph_trainer) g = compiler::optimize(g, default_pass_options());
+  if (options_.rung == Rung::graph_trainer) {
+    compiler::PassOptions passes = default_pass_options();
+    passes.overlap_collectives = options_.overlap_collectives;
+    g = compiler::optimize(g, passes);
+  }
   MemoryEstimate e;
   for (const ir::TypeInfo& t : step_arg_types(masters, state, batches))
     e.inputs += t.shape.numel() * int64_t(itemsize(t.dtype));

@@ -44,6 +44,7 @@ struct StepOptions {
   // step then keeps the layers' masters, gradients and moments stacked
   // (layer_stacking.h), so the whole step's size does not grow with depth.
   bool scan_layers = false;
+  bool overlap_collectives = true;  // the graph trainer's (compile.overlap_collectives)
   // Data parallelism over a mesh; null: one process.
   std::shared_ptr<const ParamDistribution> distribution;
 };

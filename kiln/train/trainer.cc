@@ -312,6 +312,7 @@ void Run::setup_model() {
   step_options.max_norm = c_.training.max_norm;
   step_options.remat = compiler::parse_remat_policy(c_.activation_checkpoint.mode);
   step_options.scan_layers = c_.compile.scan_layers;
+  step_options.overlap_collectives = c_.compile.overlap_collectives;
   step_options.distribution = dist_;
   step_ = std::make_unique<TrainStep>(*model_, policy_, *adamw_, step_options);
 }

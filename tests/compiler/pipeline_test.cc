@@ -8,8 +8,8 @@ namespace kiln::compiler::test {
 namespace {
 
 TEST(Pipeline, OptionsPrintForTheCacheFingerprint) {
-  EXPECT_EQ(to_string(PassOptions{}), "simplify=1,cse=1,dce=1,fuse=1");
-  EXPECT_EQ(to_string(PassOptions{.cse = false, .fuse = false}), "simplify=1,cse=0,dce=1,fuse=0");
+  EXPECT_EQ(to_string(PassOptions{}), "simplify=1,cse=1,dce=1,fuse=1,overlap=1");
+  EXPECT_EQ(to_string(PassOptions{.cse = false, .fuse = false}), "simplify=1,cse=0,dce=1,fuse=0,overlap=1");
 }
 
 // Transposes that cancel, a duplicated subexpression, a unit constant, a dead

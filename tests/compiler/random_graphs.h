@@ -101,11 +101,12 @@ inline ir::Graph random_graph(uint32_t seed, bool collectives = false, int steps
   return g;
 }
 
-// The mesh axes of the all_reduces of `g`, in node order.
+// The mesh axes of the all_reduces of `g` (or of their starts, once
+// scheduled), in node order.
 inline std::vector<std::string> collective_order(const ir::Graph& g) {
   std::vector<std::string> axes;
   for (const ir::Node& n : g.nodes())
-    if (n.op->side_effects) axes.push_back(n.attrs.s("mesh_axis"));
+    if (n.op->side_effects && n.attrs.find("mesh_axis")) axes.push_back(n.attrs.s("mesh_axis"));
   return axes;
 }
 

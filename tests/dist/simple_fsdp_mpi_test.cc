@@ -109,9 +109,11 @@ Outcome train(const std::shared_ptr<const ParamDistribution>& d, int64_t dp_rank
   return out;
 }
 
+// Collective `op`'s nodes, blocking or started (scheduled for overlap).
 int64_t count(const ir::Graph& g, const std::string& op) {
-  return std::count_if(g.nodes().begin(), g.nodes().end(),
-                       [&](const ir::Node& n) { return n.op->name == op; });
+  return std::count_if(g.nodes().begin(), g.nodes().end(), [&](const ir::Node& n) {
+    return n.op->name == op || n.op->name == op + "_start";
+  });
 }
 
 // Relative closeness: the dp ranks sum their parts of each reduction (the

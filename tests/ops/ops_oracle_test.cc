@@ -147,7 +147,9 @@ ModeRun run_in_mode(const char* mode, const ir::OpDef& op, const std::vector<Ten
     for (const Tensor& t : all)
       if (t.defined()) live.push_back(t);
     eval(live);
-    if (m == "defer_and_fuse") EXPECT_GT(defer_stats().flushes, flushes) << "nothing was deferred";
+    if (m == "defer_and_fuse") {
+      EXPECT_GT(defer_stats().flushes, flushes) << "nothing was deferred";
+    }
   }
   size_t n_out = apply(op, inputs, attrs).size();
   ModeRun r;
