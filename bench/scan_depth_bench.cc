@@ -3,7 +3,7 @@
 // passes and the executable; for scans also their loop bodies, forward and
 // backward), for the Llama debug block at 2, 8 and 32 layers. CPU time of
 // this process, not wall time, so other load on the machine matters less;
-// each figure is the fastest of 3 runs, after one warm-up run (first-use
+// each figure is the fastest of 5 runs, after one warm-up run (first-use
 // costs of the process are not compile costs). Prints the table and each
 // depth's ratio to 2 layers.
 //   build/bench/scan_depth_bench
@@ -71,7 +71,7 @@ int main() {
     double base = 0;
     for (int64_t layers : {2, 8, 32}) {
       Cost t = measure(layers, scan);
-      for (int rep = 1; rep < 3; ++rep) {
+      for (int rep = 1; rep < 5; ++rep) {
         Cost again = measure(layers, scan);
         if (again.trace + again.compile < t.trace + t.compile) t = again;
       }
