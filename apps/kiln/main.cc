@@ -6,6 +6,7 @@
 
 #include "apps/kiln/commands.h"
 #include "kiln/base/error.h"
+#include "kiln/dist/world.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: train transformer language models"};
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // One write: under mpirun every rank's message shares one stream.
     std::cerr << std::string("kiln: error: ") + e.what() + "\n";
+    kiln::dist::end_job_on_exit();  // no peer waits for this rank in a collective
     return 1;
   }
   return 0;

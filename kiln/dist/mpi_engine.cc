@@ -329,6 +329,13 @@ void Engine::answer_queries() {
 }
 
 void Engine::shut_down() {
+  if (abort_on_exit_ && world_size_ > 1) {
+    // Peers failing at the same point get a moment to print their errors.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::fprintf(stderr, "kiln: rank %d ended with an error: aborting the MPI job\n", world_rank_);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   for (const auto& c : comms_) {
     if (!c->failure) continue;
     // The peers may be waiting in a collective this rank will never join:

@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -104,6 +105,8 @@ class Engine {
   // one is kept: MPI may still write into its buffers). Never throws.
   void track(std::shared_ptr<Comm> c);
   void release(const std::shared_ptr<Comm>& c);
+  // Shut down with MPI_Abort rather than MPI_Finalize (world.h end_job_on_exit).
+  void abort_on_exit() { abort_on_exit_ = true; }
 
  private:
   Engine();
@@ -124,6 +127,7 @@ class Engine {
   std::deque<std::unique_ptr<Op>> submitted_;
   std::deque<std::function<void()>> calls_;
   bool stop_ = false;
+  std::atomic<bool> abort_on_exit_{false};
   std::thread thread_;
   // Thread only:
   std::vector<std::unique_ptr<Op>> in_flight_;

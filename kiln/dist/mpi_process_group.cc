@@ -243,6 +243,8 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, std::st
 
 }  // namespace
 
+void abort_mpi_job_on_exit() { Engine::get().abort_on_exit(); }
+
 std::shared_ptr<ProcessGroup> mpi_world(std::chrono::milliseconds timeout) {
   Engine& engine = Engine::get();
   auto world = std::make_shared<mpi::Comm>();

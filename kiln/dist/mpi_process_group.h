@@ -18,5 +18,7 @@ namespace kiln::dist {
 
 // The whole MPI job as the group "world". The first call initialises MPI.
 std::shared_ptr<ProcessGroup> mpi_world(std::chrono::milliseconds timeout);
+// Ends the MPI job with MPI_Abort at exit (world.h end_job_on_exit).
+void abort_mpi_job_on_exit();
 
 }  // namespace kiln::dist

@@ -15,14 +15,25 @@ int local_ranks() {
   return n && std::atoi(n) > 0 ? std::atoi(n) : 1;
 }
 
+namespace {
+
+std::mutex world_mu;
+std::shared_ptr<ProcessGroup> the_world;
+
+}  // namespace
+
 std::shared_ptr<ProcessGroup> world() {
-  static std::mutex mu;
-  static std::shared_ptr<ProcessGroup> w;
-  std::lock_guard lock(mu);
-  if (!w)
-    w = launched_by_mpirun() ? mpi_world(kDefaultTimeout)
-                             : std::make_shared<LocalProcessGroup>("world", kDefaultTimeout);
-  return w;
+  std::lock_guard lock(world_mu);
+  if (!the_world)
+    the_world = launched_by_mpirun() ? mpi_world(kDefaultTimeout)
+                                     : std::make_shared<LocalProcessGroup>("world", kDefaultTimeout);
+  return the_world;
+}
+
+void end_job_on_exit() {
+  std::lock_guard lock(world_mu);
+  // A rank failing before it joined the world leaves nobody waiting on it.
+  if (the_world && launched_by_mpirun() && the_world->size() > 1) abort_mpi_job_on_exit();
 }
 
 }  // namespace kiln::dist

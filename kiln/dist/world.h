@@ -16,6 +16,11 @@ inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 
 bool launched_by_mpirun();
 std::shared_ptr<ProcessGroup> world();
+// This rank is ending with an error (kiln's main calls it): when it exits,
+// the whole MPI job is aborted, a second later, in which peers that failed
+// alike print their own errors. Its peers never wait out a timeout in a
+// collective it will not join. Nothing happens without a multi-rank world.
+void end_job_on_exit();
 // The ranks of this run on this host, which share its cores (mpirun sets
 // OMPI_COMM_WORLD_LOCAL_SIZE); 1 without mpirun.
 int local_ranks();

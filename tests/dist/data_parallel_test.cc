@@ -9,6 +9,8 @@
 // TP 2 and on one rank; a rank's error names the rank; the
 // SPMD handshake catches a rank running another step.
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <unistd.h>
 
 #include <cmath>
@@ -307,6 +309,21 @@ TEST_F(DataParallel, ErrorsNameTheRank) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("rank 1: parallelism.expert_parallel_degree = 2"), std::string::npos)
       << r.output;
+}
+
+// Rank 0 fails alone (it loads the tokenizer while the others wait for it
+// at a barrier): the job ends at once, not after the others' collective
+// timeout (300 s by default).
+TEST_F(DataParallel, ARankFailingAloneEndsTheJob) {
+  auto start = std::chrono::steady_clock::now();
+  CliRun r = run_cli("train --config llama3_debug --model.tokenizer_path /nonexistent/tokenizer.json"
+                     " --job.dump_folder " + (root_ / "lone_failure").string(),
+                     mpirun(2));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("kiln: error: rank 0: /nonexistent/tokenizer.json"), std::string::npos)
+      << r.output;
+  EXPECT_LT(seconds, 60.0) << "the other rank waited for the failed one\n" << r.output;
 }
 
 TEST_F(DataParallel, TheHandshakeCatchesARankWithAnotherStep) {
