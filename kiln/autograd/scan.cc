@@ -208,7 +208,10 @@ ScanResult scan_op(const TensorFn& body, const std::vector<Tensor>& carries,
 ScanResult scan(const TensorFn& body, const std::vector<Tensor>& carries,
                 const std::vector<Tensor>& xs, const std::vector<Tensor>& invariants,
                 bool reverse) {
-  return scan_op(body, carries, xs, invariants, reverse, true);
+  // Only a traced scan can be differentiated (value_and_grad traces): one
+  // run eagerly, as in validation, keeps no per-iteration carries.
+  const bool traced = dynamic_cast<TraceContext*>(&current_context()) != nullptr;
+  return scan_op(body, carries, xs, invariants, reverse, traced);
 }
 
 }  // namespace kiln

@@ -9,8 +9,10 @@
 // its stacked layer weights: one body program however deep the model, so
 // compile time and program size stop growing with depth.
 //
-// Differentiable: the forward also keeps every iteration's carry (one
-// activation per layer, as activation checkpointing per block would), and
+// Differentiable: traced (as value_and_grad and compile trace), the forward
+// also keeps every iteration's carry (one activation per layer, as
+// activation checkpointing per block would; run eagerly, as validation
+// runs, it keeps none, since nothing can differentiate it then), and
 // the backward is a reverse scan whose body recomputes the forward
 // iteration and applies its vector-Jacobian product, so the gradients are
 // bit-identical to those of the unrolled loop.
