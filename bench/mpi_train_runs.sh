@@ -1,6 +1,12 @@
 # Shared by the multi-process benchmarks (weak_scaling.sh,
-# overlap_collectives.sh); sourced, not run. Expects build, steps,
-# local_batch, seq_len, skip and an empty scratch folder `dir` to be set.
+# overlap_collectives.sh); sourced, not run, after `build` and `steps` are
+# set. Every run trains local_batch x seq_len tokens per rank per step in a
+# scratch folder `dir`, removed at exit.
+skip=5  # steps left out of a run's median
+local_batch=4
+seq_len=128
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
 #
 # mpirun as the mpi tests run it (tests/CMakeLists.txt KILN_MPI_TEST_ENV):
 # root, oversubscription, shared memory only, one kernel thread per rank.

@@ -14,12 +14,6 @@ set -euo pipefail
 build=${1:-build}
 steps=${2:-30}
 rounds=${3:-3}
-skip=5  # steps left out of a run's median
-local_batch=4
-seq_len=128
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-
 # shellcheck source=bench/mpi_train_runs.sh
 source "$(dirname "$0")/mpi_train_runs.sh"  # run, median, the mpirun environment
 
