@@ -199,6 +199,9 @@ class Run {
   std::unique_ptr<TrainStep> step_;
   bool memory_reported_ = false;
   const dist::Handshake handshake_ = dist::handshake_mode();
+  // The ranks are known to run the same step: the user says so, or the
+  // handshake checks it. Then its collectives stay inside its programs.
+  bool spmd_safe_step() const { return c_.compile.spmd_safe || handshake_ != dist::Handshake::off; }
   bool handshaken_ = false;
   int64_t accum_ = 1;
   int64_t start_step_ = 0;
@@ -372,9 +375,7 @@ StepResult Run::train_step(double lr) {
                          "the training step");
     handshaken_ = true;
   }
-  // Collectives stay inside the step's programs when the ranks are known
-  // to run the same step: the user says so, or the handshake checked it.
-  SpmdSafeGuard spmd(c_.compile.spmd_safe || handshake_ != dist::Handshake::off);
+  SpmdSafeGuard spmd(spmd_safe_step());
   return step_->run(masters_, state_, batches, lr);
 }
 
@@ -482,9 +483,19 @@ TrainResult Run::go() {
            : c_.compile.enable      ? ", per-block compile"
                                     : "")
        << "\n";
-  if (mesh_.world().size() > 1)
+  if (mesh_.world().size() > 1) {
+    // Where collectives run, when the step runs as programs at all.
+    const bool programs = c_.compile.graph_trainer || c_.compile.enable ||
+                          c_.runtime.eager_mode == "defer_and_fuse";
+    const char* collectives =
+        !programs          ? ""
+        : !spmd_safe_step() ? "; collectives skinny (each a program of its own; "
+                              "--compile.spmd_safe keeps them in the step's programs)"
+        : c_.compile.overlap_collectives ? "; collectives in the step's programs, overlapped"
+                                         : "; collectives in the step's programs";
     out_ << "parallelism: " << mesh_.world().size() << " ranks, " << dist_->describe()
-         << "; tps and mfu per rank\n";
+         << collectives << "; tps and mfu per rank\n";
+  }
   out_ << "mfu: "
        << (peak ? "against the " + peak->source
                 : "unknown (no device peak: run `kiln bench peak` on a CPU)")
