@@ -42,7 +42,7 @@ Tensor Attention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
   // [B, S, heads, head_dim]: the layout rope and the q/k norms work in. The
   // head counts come from the projections: under tensor parallelism they
   // hold this rank's heads only.
-  Tensor in = enter_region(x, input_region);
+  Tensor in = apply_hook(input_hook, x);
   Tensor q = q_proj.forward(in).reshape({B, S, -1, hd});
   Tensor k = k_proj.forward(in).reshape({B, S, -1, hd});
   Tensor v = v_proj.forward(in).reshape({B, S, -1, hd});

@@ -30,7 +30,7 @@ class Attention : public Module {
                  const Tensor& doc_ids = Tensor()) const;
 
   AttentionConfig config;
-  MeshAxis input_region;  // tensor parallelism: x enters a region over this axis
+  TensorHook input_hook;  // on x, before the projections read it
   Linear q_proj, k_proj, v_proj, o_proj;
   std::unique_ptr<RMSNorm> q_norm, k_norm;  // with qk_norm only
 };

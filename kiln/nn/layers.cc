@@ -5,17 +5,12 @@
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/model.h"
-#include "kiln/ops/parallel_region.h"
 
 namespace kiln::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, DType dtype) {
   register_parameter("weight", &weight, zeros({out_features, in_features}, dtype), Init::normal);
   if (has_bias) register_parameter("bias", &bias, zeros({out_features}, dtype), Init::zeros);
-}
-
-Tensor enter_region(const Tensor& x, const MeshAxis& axis) {
-  return axis.size > 1 ? enter_parallel_region(x, axis) : x;
 }
 
 Tensor Linear::forward(const Tensor& x) const {
@@ -25,9 +20,7 @@ Tensor Linear::forward(const Tensor& x) const {
   // One GEMM over all leading dims.
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = weight.dim(0);
-  Tensor x2 = x.reshape({-1, in});
-  Tensor y = matmul(x2, weight, false, true);
-  if (leave_region.size > 1) y = leave_parallel_region(y, leave_region);
+  Tensor y = apply_hook(product_hook, matmul(x.reshape({-1, in}), weight, false, true));
   if (bias.defined()) y = y + bias;
   return y.reshape(out_shape);
 }

@@ -14,7 +14,7 @@ SwiGLU::SwiGLU(int64_t dim, int64_t hidden_dim, DType dtype)
 }
 
 Tensor SwiGLU::forward(const Tensor& x) const {
-  Tensor in = enter_region(x, input_region);
+  Tensor in = apply_hook(input_hook, x);
   return down_proj.forward(silu_mul(gate_proj.forward(in), up_proj.forward(in)));
 }
 

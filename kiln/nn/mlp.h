@@ -8,7 +8,7 @@ class SwiGLU : public Module {
  public:
   SwiGLU(int64_t dim, int64_t hidden_dim, DType dtype = DType::f32);
   Tensor forward(const Tensor& x) const;  // [..., dim] -> [..., dim]
-  MeshAxis input_region;  // tensor parallelism: x enters a region over this axis
+  TensorHook input_hook;  // on x, before the projections read it
   Linear gate_proj, up_proj, down_proj;
 };
 

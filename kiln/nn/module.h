@@ -28,6 +28,13 @@ enum class Init { normal, zeros, ones };
 
 using StateDict = std::map<std::string, Tensor>;
 
+// A transformation a plan installs from outside at a fixed point of a
+// module's forward (tensor parallelism, kiln/train/tensor_parallel.h,
+// enters and leaves its regions this way); the module knows nothing of
+// what it does. Empty: the identity.
+using TensorHook = std::function<Tensor(const Tensor&)>;
+inline Tensor apply_hook(const TensorHook& hook, const Tensor& x) { return hook ? hook(x) : x; }
+
 class Module {
  public:
   Module() = default;

@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/parallel_region.h"
 #include "kiln/optim/clip.h"
 
 namespace kiln::train {
@@ -55,13 +56,17 @@ void TensorParallelPlan::apply(CausalLM& model) const {
   }
   // Per block: one region entry for attention's q/k/v and one for the
   // MLP's gate/up (their input's gradient is summed over tp once each), and
-  // the row-parallel o_proj and down_proj leave: 2 all_reduces forward, 2
-  // backward, as Megatron-LM.
+  // the row-parallel o_proj and down_proj leave (their partial products
+  // summed before any bias): 2 all_reduces forward, 2 backward, as
+  // Megatron-LM. The model only sees hooks.
+  const MeshAxis axis = tp_;
+  auto enter = [axis](const Tensor& x) { return enter_parallel_region(x, axis); };
+  auto leave = [axis](const Tensor& y) { return leave_parallel_region(y, axis); };
   for (size_t l = 0; l < model.model.layers.size(); ++l) {
     TransformerBlock& b = model.model.layers[l];
     KILN_CHECK(b.mlp, "tensor parallelism: layer ", l, " has no dense MLP");
-    b.self_attn.input_region = b.mlp->input_region = tp_;
-    b.self_attn.o_proj.leave_region = b.mlp->down_proj.leave_region = tp_;
+    b.self_attn.input_hook = b.mlp->input_hook = enter;
+    b.self_attn.o_proj.product_hook = b.mlp->down_proj.product_hook = leave;
   }
 }
 
