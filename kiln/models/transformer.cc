@@ -119,13 +119,8 @@ std::vector<Tensor> TransformerModel::stacked_layer_parameters() const {
       per_param[k].push_back(*params[k].second);
     }
   }
-  // concat + reshape (not L unsqueezes): two nodes per parameter however deep.
   std::vector<Tensor> stacked;
-  for (const auto& p : per_param) {
-    Shape shape = p[0].shape();
-    shape.insert(0, int64_t(layers.size()));
-    stacked.push_back(concat(p, 0).reshape(shape));
-  }
+  for (const auto& p : per_param) stacked.push_back(stack(p));  // two nodes however deep
   return stacked;
 }
 

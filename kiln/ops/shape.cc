@@ -100,6 +100,13 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t axis) {
   return apply1(ops::kConcat, std::span<const Tensor>(tensors), {{"axis", axis}});
 }
 
+Tensor stack(const std::vector<Tensor>& tensors) {
+  KILN_CHECK(!tensors.empty(), "stack: no tensors");
+  Shape shape = tensors[0].shape();
+  shape.insert(0, int64_t(tensors.size()));
+  return concat(tensors, 0).reshape(shape);
+}
+
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t axis) {
   Tensor in[] = {x};
   return apply(ops::kSplit, in, {{"sizes", sizes}, {"axis", axis}});

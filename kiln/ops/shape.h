@@ -1,4 +1,4 @@
-// Ops that assemble or cut tensors along an axis: concat, split and pad.
+// Ops that assemble or cut tensors along an axis: concat, stack, split and pad.
 #pragma once
 #include <utility>
 #include <vector>
@@ -9,6 +9,9 @@ namespace kiln {
 
 // Joins `tensors` (same dtype and rank, equal sizes except on `axis`) along `axis`.
 Tensor concat(const std::vector<Tensor>& tensors, int64_t axis = 0);
+// Joins `tensors` (one shape and dtype) along a new leading dim: [n, ...].
+// concat + reshape, so two nodes however many tensors, and a vjp of one split.
+Tensor stack(const std::vector<Tensor>& tensors);
 
 // Cuts `x` along `axis` into pieces of the given sizes, which must add up to
 // x.dim(axis). One op with one output per piece.

@@ -78,9 +78,7 @@ std::vector<Tensor> LayerStacking::stack(const std::vector<Tensor>& per_param,
       out.push_back(views);
       continue;
     }
-    Shape shape = layers[0].shape();
-    shape.insert(0, int64_t(layers_));
-    out.push_back(concat(layers, 0).reshape(shape));
+    out.push_back(kiln::stack(layers));
     if (copied) *copied = true;
   }
   out.insert(out.end(), per_param.begin() + long(first_ + layers_ * kinds_), per_param.end());
