@@ -15,8 +15,6 @@ namespace kiln {
 
 class Recording;
 
-using TensorFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-
 struct ValueAndGrad {
   std::vector<Tensor> values;  // everything fn returned; values[0] is the loss
   std::vector<Tensor> grads;   // d loss / d args[i]; undefined for integer args

@@ -76,8 +76,6 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
 // Writes `tensors` (in this order; names unique, not "__metadata__") to
 // `path` atomically (AtomicFile). The header is padded with spaces to a
 // multiple of 8 bytes so that the data section is 8-byte aligned.

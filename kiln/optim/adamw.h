@@ -24,7 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/io/safetensors.h"
 #include "kiln/runtime/tensor.h"
 
 namespace kiln::optim {

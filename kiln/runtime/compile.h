@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/autograd/grad.h"
 #include "kiln/runtime/program_cache.h"
+#include "kiln/runtime/tensor.h"
 
 namespace kiln {
 

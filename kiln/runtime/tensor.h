@@ -3,10 +3,12 @@
 // deferred region of defer_and_fuse). Every op goes through dispatch, which
 // hands it to the current context; the handle itself never runs kernels.
 #pragma once
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/base/dtype.h"
@@ -109,5 +111,10 @@ Tensor arange(double start, double stop, double step = 1, DType dtype = DType::i
 
 // Waits for all queued work on the device; rethrows the first error.
 void synchronize(Device device = kCPU);
+
+// A function of tensors: what compile() and value_and_grad() take.
+using TensorFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+// Named tensors in a chosen order (checkpoints, safetensors files).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/backend/cpu/fused/fused_kernel.h"
+#include "kiln/autograd/grad.h"
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/runtime/backend.h"
