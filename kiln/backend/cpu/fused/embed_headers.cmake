@@ -1,8 +1,8 @@
-# Embeds the headers generated fused kernels are compiled with into libkiln
+# Embeds the headers generated fused kernels are compiled with into libkiln_backend_cpu
 # as text (kiln::cpu::fused::embedded_headers(), see codegen.h), so a kernel
 # generated at run time uses exactly the math this build was compiled with
 # and an installed kiln needs no source tree. Included from the top-level
-# CMakeLists.txt after the kiln target is defined.
+# CMakeLists.txt after the layer targets are defined.
 set(KILN_FUSED_EMBEDDED_HEADERS
   kiln/base/half.h
   kiln/backend/cpu/scalar.h
@@ -22,4 +22,4 @@ add_custom_command(
   DEPENDS ${KILN_FUSED_EMBED_DEPS} ${CMAKE_CURRENT_LIST_DIR}/embed_headers_script.cmake
   COMMENT "Embedding the fused-kernel headers"
   VERBATIM)
-target_sources(kiln PRIVATE ${KILN_FUSED_EMBED_OUT})
+target_sources(kiln_backend_cpu PRIVATE ${KILN_FUSED_EMBED_OUT})
