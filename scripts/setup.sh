@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
-# Installs everything kiln needs to build and test on Debian 12 (bookworm),
-# then builds it. Run as root (or with sudo). Safe to run again.
-#   Debian packages: compilers, CMake/ninja/ccache, oneDNN, OpenMPI, JSON,
-#   TOML, CLI11, xxHash, GoogleTest, Google Benchmark, Python; fortunes
-#   (English text: the default training corpus, kiln/data/default_corpus.cc).
-#   Python packages (pinned, in .venv): PyTorch and NumPy, the test oracles.
+# Installs what kiln needs on Debian 12 (bookworm) and is missing, then
+# builds it. Run as root (or with sudo available). Safe to run again: what
+# is installed and built already is skipped.
+#   scripts/setup.sh           everything: Debian packages, the pinned Python
+#                              oracles of the tests (.venv), every target
+#   scripts/setup.sh --train   what training needs: Debian packages and the
+#                              kiln command (build/kiln); no Python
+# Debian packages: compilers, CMake/ninja/ccache, oneDNN, OpenMPI, JSON,
+# TOML, CLI11, xxHash, ICU, GoogleTest, Google Benchmark, Python; fortunes
+# (English text: the default training corpus, kiln/data/default_corpus.cc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scope=all
+case "${1:-}" in
+  "") ;;
+  --train) scope=train ;;
+  *) echo "setup.sh: unknown argument '$1' (expected nothing or --train)" >&2; exit 2 ;;
+esac
 # ccache keys on paths relative to the checkout, so a fresh clone (as CI
 # makes) reuses what an earlier build compiled.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 
+# Installed without recommends: every package the build needs is named here,
+# so a fresh machine fails the same way a developer's machine does.
 APT_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config git
   libdnnl-dev libomp-dev
@@ -27,18 +39,28 @@ for p in "${APT_PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: run as root (or install sudo) to install: ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-# The oracles' Python environment. --system-site-packages lets an existing
-# matching install be reused instead of downloaded again.
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv --system-site-packages .venv
+if [ "$scope" = all ]; then
+  # The oracles' Python environment. --system-site-packages lets an existing
+  # matching install be reused instead of downloaded again.
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv --system-site-packages .venv
+  fi
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build
-echo "setup: done. Try: build/kiln info"
+# KILN_CMAKE_ARGS: extra configure arguments (CI disables OpenCL with them).
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${KILN_CMAKE_ARGS:-} >/dev/null
+if [ "$scope" = all ]; then
+  cmake --build build
+else
+  cmake --build build --target kiln_cli
+fi

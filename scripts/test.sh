@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Builds and runs kiln's tests: every ctest label but `slow` on the release
-# build, then the unit tests again under AddressSanitizer + LeakSanitizer
-# (but the model-sized ones).
-# Exits non-zero when any test fails. `scripts/test.sh --quick` skips ASan.
+# Installs and builds what is missing (scripts/setup.sh), then runs kiln's
+# tests: every ctest label but `slow` on the release build, then the unit
+# tests again under AddressSanitizer + LeakSanitizer (but the model-sized
+# ones). Exits non-zero when any test fails. `--quick` skips ASan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  ""|--quick) ;;
+  *) echo "test.sh: unknown argument '$1' (expected nothing or --quick)" >&2; exit 2 ;;
+esac
+bash scripts/setup.sh
 # ccache keys on paths relative to the checkout, so a fresh clone (as CI
 # makes) reuses what an earlier build compiled.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
@@ -13,12 +18,10 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 export OMP_WAIT_POLICY=passive
 jobs=$(nproc)
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build
 ctest --test-dir build -LE slow --output-on-failure -j "$jobs"
 
 if [ "${1:-}" != "--quick" ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ASAN=ON -DKILN_BENCH=OFF >/dev/null
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ASAN=ON -DKILN_BENCH=OFF ${KILN_CMAKE_ARGS:-} >/dev/null
   cmake --build build-asan
   # The model-sized suites (minutes each under ASan) run in the release pass
   # only.
