@@ -43,15 +43,17 @@ Field model_field(const ModelField& f, ModelChanges::Value& value) {
 // The single list of every key: parsing, errors and printing all read it.
 std::vector<Field> fields(TrainConfig& c) {
   const std::vector<std::string> dtypes = {"float32", "bfloat16"};
-  std::vector<Field> model = {
-      {"model", "name", &c.model.name, model_config_names()},
-      {"model", "tokenizer_path", &c.model.tokenizer_path},
-  };
-  for (size_t i = 0; i < model_fields().size(); ++i)
-    model.push_back(model_field(model_fields()[i], c.model.changes.values()[i]));
   std::vector<Field> all = {
       {"job", "dump_folder", &c.job.dump_folder},
       {"job", "description", &c.job.description},
+
+      {"model", "name", &c.model.name, model_config_names()},
+      {"model", "tokenizer_path", &c.model.tokenizer_path},
+  };
+  // Then the model's overridable fields, declared in kiln/models/model_fields.h.
+  for (size_t i = 0; i < model_fields().size(); ++i)
+    all.push_back(model_field(model_fields()[i], c.model.changes.values()[i]));
+  all.insert(all.end(), {
       {"training", "steps", &c.training.steps},
       {"training", "seed", &c.training.seed},
       {"training", "local_batch_size", &c.training.local_batch_size},
@@ -132,8 +134,7 @@ std::vector<Field> fields(TrainConfig& c) {
 
       {"runtime", "eager_mode", &c.runtime.eager_mode, {"strict", "debug", "defer_and_fuse"}},
       {"runtime", "num_threads", &c.runtime.num_threads},
-  };
-  all.insert(all.begin() + 2, model.begin(), model.end());  // after [job]
+  });
   return all;
 }
 

@@ -3,9 +3,10 @@
 // names follow TorchTitan's where one exists (job.dump_folder,
 // training.steps, checkpoint.interval, compile.enable, ...).
 //
-// Every key is declared once in config.cc's field table, which drives
-// parsing, the errors (an unknown key names the nearest valid one, a bad
-// value the accepted ones) and printing (`kiln train --print-config`).
+// Every key is declared once, in config.cc's field table or, for the
+// model's overridable fields, in kiln/models/model_fields.h; the table
+// drives parsing, the errors (an unknown key names the nearest valid one, a
+// bad value the accepted ones) and printing (`kiln train --print-config`).
 #pragma once
 #include <cstdint>
 #include <optional>
