@@ -5,6 +5,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/nearest.h"
+#include "kiln/models/model_fields.h"
 
 namespace kiln {
 namespace {
@@ -158,31 +159,20 @@ void ModelConfig::validate() const {
   auto where = [&] { return cat("model config '", name, "': "); };
   KILN_CHECK(family == "llama3" || family == "qwen3" || family == "qwen3_moe", where(),
              "family '", family, "' is not one of llama3, qwen3, qwen3_moe");
-  for (auto [v, field] : {std::pair{dim, "dim"}, {n_layers, "n_layers"}, {n_heads, "n_heads"},
-                          {n_kv_heads, "n_kv_heads"}, {head_dim, "head_dim"},
-                          {vocab_size, "vocab_size"}, {seq_len, "seq_len"}})
-    KILN_CHECK(v > 0, where(), field, " must be positive, got ", v);
+  for (const ModelField& f : model_fields()) check_model_field(f, *this);
+  KILN_CHECK(seq_len > 0, where(), "seq_len must be positive, got ", seq_len);
   KILN_CHECK(n_heads % n_kv_heads == 0, where(), "n_heads (", n_heads,
              ") must be a multiple of n_kv_heads (", n_kv_heads, ")");
   KILN_CHECK(head_dim % 2 == 0, where(), "head_dim must be even for rotary embeddings, got ",
              head_dim);
-  KILN_CHECK(norm_eps > 0 && rope_theta > 0 && init_std >= 0, where(),
-             "norm_eps and rope_theta must be positive and init_std non-negative");
   KILN_CHECK(decoder_sparse_step > 0, where(), "decoder_sparse_step must be positive");
   bool any_dense = !is_moe();
   for (int64_t l = 0; l < n_layers && !any_dense; ++l) any_dense = !is_moe_layer(l);
   KILN_CHECK(!any_dense || ffn_dim > 0, where(), "ffn_dim must be positive, got ", ffn_dim);
-  KILN_CHECK(n_experts >= 0, where(), "n_experts must be non-negative, got ", n_experts);
   if (is_moe())
     KILN_CHECK(top_k > 0 && top_k <= n_experts && moe_ffn_dim > 0, where(),
                "an MoE config needs 0 < top_k <= n_experts and moe_ffn_dim > 0; got top_k ",
                top_k, ", n_experts ", n_experts, ", moe_ffn_dim ", moe_ffn_dim);
-  KILN_CHECK(attention_impl == "composite" || attention_impl == "flash", where(),
-             "attention_impl '", attention_impl, "' is not one of composite, flash");
-  KILN_CHECK(loss_impl == "composite" || loss_impl == "fused_ce", where(), "loss_impl '",
-             loss_impl, "' is not one of composite, fused_ce");
-  KILN_CHECK(moe_impl == "composite" || moe_impl == "grouped", where(), "moe_impl '", moe_impl,
-             "' is not one of composite, grouped");
 }
 
 const ModelConfig& model_config(std::string_view name) {

@@ -50,10 +50,12 @@ struct ModelConfig {
 
   double init_std = 0.02;  // initializer_range: std of the normal weight init
 
-  // Component choices, swappable by recipes before the model is built.
-  std::string attention_impl = "composite";  // "composite" | "flash"
-  std::string loss_impl = "composite";       // "composite" | "fused_ce"
-  std::string moe_impl = "composite";        // "composite" | "grouped"
+  // Component implementations, each a name in its registry (kiln/nn/*.h:
+  // attention_impls(), ...), swappable by recipes before the model is built.
+  std::string attention_impl = "composite";
+  std::string loss_impl = "composite";
+  std::string moe_impl = "composite";
+  std::string norm_impl = "fused";
 
   bool is_moe() const { return n_experts > 0; }
   // Whether decoder layer `layer` has the MoE block (HF Qwen3MoeDecoderLayer's rule).

@@ -6,8 +6,8 @@
 
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/fused_kernels.h"
 #include "kiln/ops/matmul.h"
+#include "kiln/ops/model.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {
@@ -32,8 +32,7 @@ Tensor cached_attention(const nn::Attention& at, const Tensor& x, const RopeTabl
   v_cache = v_cache.defined() ? concat({v_cache, v}, 2) : v.contiguous();
   AttentionOptions options;
   options.causal = true;
-  Tensor o = c.impl == "flash" ? flash_attention(q, k_cache, v_cache, options)
-                               : scaled_dot_product_attention(q, k_cache, v_cache, options);
+  Tensor o = at.attend(q, k_cache, v_cache, options);
   return at.o_proj.forward(o.transpose(1, 2).reshape({B, S, c.n_heads * hd}));
 }
 

@@ -3,7 +3,6 @@
 #include "kiln/autograd/scan.h"
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/fused_kernels.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/shape.h"
 #include "kiln/runtime/region.h"
@@ -21,6 +20,7 @@ nn::AttentionConfig attention_config(const ModelConfig& c) {
   a.bias = c.attention_bias;
   a.norm_eps = c.norm_eps;
   a.impl = c.attention_impl;
+  a.norm_impl = c.norm_impl;
   return a;
 }
 
@@ -45,8 +45,8 @@ const ModelConfig& validated(const ModelConfig& c) {
 
 TransformerBlock::TransformerBlock(const ModelConfig& c, int64_t layer, DType dtype)
     : self_attn(attention_config(c), dtype),
-      input_layernorm(c.dim, c.norm_eps, dtype),
-      post_attention_layernorm(c.dim, c.norm_eps, dtype) {
+      input_layernorm(c.dim, c.norm_eps, dtype, c.norm_impl),
+      post_attention_layernorm(c.dim, c.norm_eps, dtype, c.norm_impl) {
   register_module("self_attn", &self_attn);
   if (c.is_moe_layer(layer)) {
     moe = std::make_unique<nn::MoE>(moe_config(c), dtype);
@@ -68,7 +68,7 @@ Tensor TransformerBlock::forward(const Tensor& x, const RopeTables& rope, const 
 
 TransformerModel::TransformerModel(const ModelConfig& c, DType dtype)
     : embed_tokens(c.vocab_size, c.dim, dtype),
-      norm(c.dim, c.norm_eps, dtype),
+      norm(c.dim, c.norm_eps, dtype, c.norm_impl),
       rotary(c.head_dim, c.rope_theta, c.rope_scaling, c.seq_len) {
   for (int64_t l = 0; l < c.n_layers; ++l)
     layers.push_back(std::make_unique<TransformerBlock>(c, l, dtype));
@@ -163,7 +163,8 @@ Tensor TransformerModel::scan_layers(const Tensor& x, const RopeTables& rope,
   return r.carries[0];
 }
 
-CausalLM::CausalLM(const ModelConfig& c, DType dtype) : model(validated(c), dtype), config_(c) {
+CausalLM::CausalLM(const ModelConfig& c, DType dtype)
+    : model(validated(c), dtype), config_(c), loss_(nn::loss_impls().get(c.loss_impl)) {
   register_module("model", &model);
   if (!c.tie_embeddings) {
     lm_head = std::make_unique<nn::Linear>(c.dim, c.vocab_size, false, dtype);
@@ -190,10 +191,7 @@ LMOutput CausalLM::forward(const Tensor& ids, const Tensor& targets,
   Tensor h = model.forward(ids, options, &routing).reshape({-1, config_.dim});
   Tensor t = targets.reshape({-1});
   LMOutput out;
-  if (config_.loss_impl == "fused_ce")
-    out.ce_loss = linear_cross_entropy(h, lm_head_weight(), t, ignore_index);
-  else
-    out.ce_loss = cross_entropy(matmul(h, lm_head_weight(), false, true), t, ignore_index);
+  out.ce_loss = loss_(h, lm_head_weight(), t, ignore_index);
   out.loss = out.ce_loss;
   if (!routing.empty()) {
     out.aux_loss = nn::load_balancing_loss(routing, config_.n_experts, config_.top_k);

@@ -17,6 +17,7 @@
 #include "kiln/models/config.h"
 #include "kiln/nn/attention.h"
 #include "kiln/nn/layers.h"
+#include "kiln/nn/loss.h"
 #include "kiln/nn/mlp.h"
 #include "kiln/nn/moe.h"
 #include "kiln/nn/rotary.h"
@@ -94,8 +95,8 @@ class CausalLM : public nn::Module {
   // ids [B, S] (i32/i64) -> logits [B, S, vocab_size] in the parameters' dtype.
   Tensor logits(const Tensor& ids, const ForwardOptions& options = {}) const;
   // targets [B, S]: targets[b, s] is the token after ids[b, s] (already
-  // shifted, unlike HF's labels); ignore_index entries do not count. With
-  // loss_impl "fused_ce" the logits are never materialised.
+  // shifted, unlike HF's labels); ignore_index entries do not count. The
+  // config's loss_impl computes the LM head and the cross-entropy.
   LMOutput forward(const Tensor& ids, const Tensor& targets, const ForwardOptions& options = {},
                    int64_t ignore_index = -100) const;
   Tensor loss(const Tensor& ids, const Tensor& targets, const ForwardOptions& options = {}) const {
@@ -111,6 +112,7 @@ class CausalLM : public nn::Module {
 
  private:
   ModelConfig config_;
+  nn::LossFn loss_;
 };
 
 // A validated, initialised model: parameters drawn from normal(0, init_std)

@@ -5,20 +5,24 @@
 
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/fused_kernels.h"
+#include "kiln/ops/model.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/reduction.h"
 
 namespace kiln::nn {
+
+ComponentRegistry<AttentionFn>& attention_impls() {
+  static ComponentRegistry<AttentionFn> r("attention");
+  return r;
+}
 
 Attention::Attention(const AttentionConfig& c, DType dtype)
     : config(c),
       q_proj(c.dim, c.n_heads * c.head_dim, c.bias, dtype),
       k_proj(c.dim, c.n_kv_heads * c.head_dim, c.bias, dtype),
       v_proj(c.dim, c.n_kv_heads * c.head_dim, c.bias, dtype),
-      o_proj(c.n_heads * c.head_dim, c.dim, c.bias, dtype) {
-  KILN_CHECK(c.impl == "composite" || c.impl == "flash", "Attention: impl '", c.impl,
-             "' is not one of composite, flash");
+      o_proj(c.n_heads * c.head_dim, c.dim, c.bias, dtype),
+      attend_(attention_impls().get(c.impl)) {
   KILN_CHECK(c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads == 0, "Attention: n_heads ", c.n_heads,
              " must be a multiple of n_kv_heads ", c.n_kv_heads);
   // HF's registration order: q, k, v, o, then the norms.
@@ -27,8 +31,8 @@ Attention::Attention(const AttentionConfig& c, DType dtype)
   register_module("v_proj", &v_proj);
   register_module("o_proj", &o_proj);
   if (c.qk_norm) {
-    q_norm = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, dtype);
-    k_norm = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, dtype);
+    q_norm = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, dtype, c.norm_impl);
+    k_norm = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, dtype, c.norm_impl);
     register_module("q_norm", q_norm.get());
     register_module("k_norm", k_norm.get());
   }
@@ -53,10 +57,7 @@ Tensor Attention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
 
   AttentionOptions options;
   options.causal = true;
-  Tensor o;
-  if (config.impl == "flash") o = flash_attention(q, k, v, options, doc_ids);
-  else if (doc_ids.defined()) o = document_causal_attention(q, k, v, doc_ids);
-  else o = scaled_dot_product_attention(q, k, v, options);
+  Tensor o = attend(q, k, v, options, doc_ids);
   return o_proj.forward(o.transpose(1, 2).reshape({B, S, -1}));
 }
 

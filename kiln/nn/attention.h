@@ -5,18 +5,27 @@
 #pragma once
 #include <string>
 
+#include "kiln/nn/component_registry.h"
 #include "kiln/nn/layers.h"
+#include "kiln/ops/model.h"
 
 namespace kiln::nn {
+
+// The attention itself, after the projections and rope: q [B, Hq, Sq, D],
+// k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv] (GQA) -> [B, Hq, Sq, Dv]. doc_ids,
+// when defined, i32/i64 [B, S] (Sq == Sk == S): a query attends only keys
+// of its own document. Implementations: kiln/nn/components/attention_*.cc.
+using AttentionFn = std::function<Tensor(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const AttentionOptions& options, const Tensor& doc_ids)>;
+ComponentRegistry<AttentionFn>& attention_impls();
 
 struct AttentionConfig {
   int64_t dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   bool qk_norm = false;
   bool bias = false;  // on q, k, v and o
   double norm_eps = 1e-6;
-  // "composite": kiln::scaled_dot_product_attention (an explicit-mask
-  // composite when doc_ids are given); "flash": kiln::flash_attention.
-  std::string impl = "composite";
+  std::string impl = "composite";  // an attention_impls() name
+  std::string norm_impl = "fused";  // of the q/k norms: a norm_impls() name
 };
 
 class Attention : public Module {
@@ -28,11 +37,19 @@ class Attention : public Module {
   // only earlier tokens of its own document. Returns [B, S, dim].
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
                  const Tensor& doc_ids = Tensor()) const;
+  // The configured implementation on projected, rotated heads (AttentionFn).
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
+                const Tensor& doc_ids = Tensor()) const {
+    return attend_(q, k, v, options, doc_ids);
+  }
 
   AttentionConfig config;
   TensorHook input_hook;  // on x, before the projections read it
   Linear q_proj, k_proj, v_proj, o_proj;
   std::unique_ptr<RMSNorm> q_norm, k_norm;  // with qk_norm only
+
+ private:
+  AttentionFn attend_;
 };
 
 // Causal attention of q [B, Hq, S, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv]

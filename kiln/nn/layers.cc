@@ -4,7 +4,6 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/matmul.h"
-#include "kiln/ops/model.h"
 
 namespace kiln::nn {
 
@@ -31,10 +30,14 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, DType dtype) {
 
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
 
-RMSNorm::RMSNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {
-  register_parameter("weight", &weight, ones({dim}, dtype), Init::ones);
+ComponentRegistry<NormFn>& norm_impls() {
+  static ComponentRegistry<NormFn> r("norm");
+  return r;
 }
 
-Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+RMSNorm::RMSNorm(int64_t dim, double eps_, DType dtype, const std::string& impl)
+    : eps(eps_), norm_(norm_impls().get(impl)) {
+  register_parameter("weight", &weight, ones({dim}, dtype), Init::ones);
+}
 
 }  // namespace kiln::nn

@@ -1,9 +1,17 @@
 // The basic layers: Linear, Embedding, RMSNorm. Parameter names and layouts
 // are PyTorch's (Linear weight [out, in], so HF checkpoints load as they are).
 #pragma once
+#include <string>
+
+#include "kiln/nn/component_registry.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
+
+// RMS normalisation over x's last axis scaled by weight [dim]:
+// x / sqrt(mean(x^2) + eps) * weight. Implementations: kiln/nn/components/norm_*.cc.
+using NormFn = std::function<Tensor(const Tensor& x, const Tensor& weight, double eps)>;
+ComponentRegistry<NormFn>& norm_impls();
 
 // y = x @ weight^T (+ bias) over x's last axis; weight [out, in], bias [out].
 class Linear : public Module {
@@ -22,13 +30,17 @@ class Embedding : public Module {
   Tensor weight;
 };
 
-// kiln::rms_norm over the last axis with a learned scale (initialised to 1).
+// RMS normalisation over the last axis with a learned scale (initialised
+// to 1), computed by the norm_impls() entry `impl`.
 class RMSNorm : public Module {
  public:
-  RMSNorm(int64_t dim, double eps, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
+  RMSNorm(int64_t dim, double eps, DType dtype = DType::f32, const std::string& impl = "fused");
+  Tensor forward(const Tensor& x) const { return norm_(x, weight, eps); }
   Tensor weight;
   double eps;
+
+ private:
+  NormFn norm_;
 };
 
 }  // namespace kiln::nn

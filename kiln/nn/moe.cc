@@ -2,7 +2,6 @@
 
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/fused_kernels.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/model.h"
@@ -23,13 +22,19 @@ Router::Router(int64_t n_experts, int64_t dim, DType dtype) {
   register_parameter("weight", &weight, zeros({n_experts, dim}, dtype), Init::normal);
 }
 
+ComponentRegistry<ExpertsFn>& moe_impls() {
+  static ComponentRegistry<ExpertsFn> r("moe");
+  return r;
+}
+
 MoE::MoE(const MoEConfig& c, DType dtype)
-    : config(c), experts(c.n_experts, c.dim, c.ffn_dim, dtype), gate(c.n_experts, c.dim, dtype) {
+    : config(c),
+      experts(c.n_experts, c.dim, c.ffn_dim, dtype),
+      gate(c.n_experts, c.dim, dtype),
+      run_experts_(moe_impls().get(c.impl)) {
   KILN_CHECK(c.n_experts > 0 && c.top_k > 0 && c.top_k <= c.n_experts && c.ffn_dim > 0,
              "MoE: needs 0 < top_k <= n_experts and ffn_dim > 0; got top_k ", c.top_k,
              ", n_experts ", c.n_experts, ", ffn_dim ", c.ffn_dim);
-  KILN_CHECK(c.impl == "composite" || c.impl == "grouped", "MoE: impl '", c.impl,
-             "' is not one of composite, grouped");
   register_module("experts", &experts);
   register_module("gate", &gate);
 }
@@ -54,40 +59,9 @@ Tensor MoE::forward(const Tensor& x, Routing* routing) const {
              " must end in dim ", D);
   Tensor xt = x.reshape({-1, D});
   Routing r = route(xt);
-  Tensor out = config.impl == "grouped" ? grouped_experts(xt, r) : dense_experts(xt, r);
+  Tensor out = run_experts_(*this, xt, r);
   if (routing) *routing = r;
   return out.reshape(x.shape());
-}
-
-// Every expert on every token: [E, T, *] intermediates, then the sum over
-// experts weighted by a dense [T, E] routing matrix (zeros off the top-k).
-Tensor MoE::dense_experts(const Tensor& x, const Routing& r) const {
-  const int64_t F = config.ffn_dim;
-  Tensor h = matmul(x.unsqueeze(0), experts.gate_up_proj, false, true);  // [E, T, 2F]
-  std::vector<Tensor> gu = split(h, {F, F}, -1);
-  Tensor y = matmul(silu_mul(gu[0], gu[1]), experts.down_proj, false, true);  // [E, T, D]
-  Tensor dense = sum(one_hot(r.indices, config.n_experts, x.dtype()) * r.weights.unsqueeze(-1),
-                     {1});                                                   // [T, E]
-  return sum(y * dense.t().unsqueeze(-1), {0});
-}
-
-// Token-choice dispatch without host syncs (it must trace): the T * top_k
-// (token, slot) assignments are sorted by expert with a stable topk, so
-// each expert's rows are contiguous, then grouped_matmul runs all experts
-// in one call per projection and index_add scatters the weighted rows back.
-Tensor MoE::grouped_experts(const Tensor& x, const Routing& r) const {
-  const int64_t T = x.dim(0), K = config.top_k, N = T * K, F = config.ffn_dim;
-  Tensor expert_of = r.indices.reshape({N});
-  // Ascending expert id; ties (same expert) keep assignment order.
-  Tensor order = topk(neg(expert_of), N, 0).second;
-  Tensor token_of = arange(0, double(T)).unsqueeze(1).expand({T, K}).reshape({N});
-  Tensor token = index_select(token_of, 0, order);
-  Tensor xs = index_select(x, 0, token);  // [N, D], grouped by expert
-  Tensor h = grouped_matmul(xs, experts.gate_up_proj, r.counts);  // [N, 2F]
-  std::vector<Tensor> gu = split(h, {F, F}, -1);
-  Tensor y = grouped_matmul(silu_mul(gu[0], gu[1]), experts.down_proj, r.counts);  // [N, D]
-  Tensor w = index_select(r.weights.reshape({N}), 0, order).unsqueeze(-1);
-  return index_add(zeros_like(x), 0, token, y * w);
 }
 
 Tensor load_balancing_loss(const std::vector<Routing>& layers, int64_t n_experts, int64_t top_k) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/nn/component_registry.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -17,11 +18,7 @@ namespace kiln::nn {
 struct MoEConfig {
   int64_t dim = 0, n_experts = 0, top_k = 0, ffn_dim = 0;
   bool norm_topk_prob = true;
-  // "composite": every expert runs on every token, weighted by its routing
-  // weight (0 for unchosen experts): exact and E times the work, a
-  // reference. "grouped": tokens sorted by expert and one
-  // kiln::grouped_matmul per projection.
-  std::string impl = "composite";
+  std::string impl = "composite";  // how the experts run: a moe_impls() name
 };
 
 // What the router decided for a batch of T tokens.
@@ -44,6 +41,14 @@ class Router : public Module {
   Tensor weight;  // [E, dim]
 };
 
+class MoE;
+
+// The experts' part of the block: x [T, dim] and the router's decisions ->
+// [T, dim], the sum of each token's top_k experts' outputs weighted by
+// r.weights. Implementations: kiln/nn/components/moe_*.cc.
+using ExpertsFn = std::function<Tensor(const MoE& moe, const Tensor& x, const Routing& r)>;
+ComponentRegistry<ExpertsFn>& moe_impls();
+
 class MoE : public Module {
  public:
   MoE(const MoEConfig& config, DType dtype = DType::f32);
@@ -59,8 +64,7 @@ class MoE : public Module {
   Router gate;      // "gate.weight"
 
  private:
-  Tensor dense_experts(const Tensor& x, const Routing& r) const;
-  Tensor grouped_experts(const Tensor& x, const Routing& r) const;
+  ExpertsFn run_experts_;
 };
 
 // HF's load_balancing_loss_func (Switch Transformer), without an attention

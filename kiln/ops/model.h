@@ -18,6 +18,9 @@ namespace kiln {
 // [x.dim(-1)] of x's dtype. HF's LlamaRMSNorm rounds the normalised x to
 // bf16 before multiplying by weight; here the product rounds once.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// The same from the basic ops (the op's composite), so autograd
+// differentiates through them rather than the op's fused backward.
+Tensor rms_norm_composite(const Tensor& x, const Tensor& weight, double eps);
 
 // Llama 3.1's frequency scaling (HF rope_type "llama3"); the defaults are
 // Llama 3.1's.

@@ -30,16 +30,19 @@ const OpDef& kRmsNorm = declare({
       c.grads = {g[0], g[1]};
     },
     .composite = [](CompositeCall& c) {
-      const Tensor &x = c.inputs[0], &w = c.inputs[1];
-      DType cd = compute_dtype(x.dtype());
-      Tensor xf = x.to(cd);
-      Tensor inv_rms = rsqrt(mean(square(xf), {-1}, true) + c.attrs.f("eps"));
-      c.outputs = {(xf * inv_rms * w.to(cd)).to(x.dtype())};
+      c.outputs = {rms_norm_composite(c.inputs[0], c.inputs[1], c.attrs.f("eps"))};
     },
 });
 
 }  // namespace
 }  // namespace ops
+
+Tensor rms_norm_composite(const Tensor& x, const Tensor& w, double eps) {
+  DType cd = ops::compute_dtype(x.dtype());
+  Tensor xf = x.to(cd);
+  Tensor inv_rms = rsqrt(mean(square(xf), {-1}, true) + eps);
+  return (xf * inv_rms * w.to(cd)).to(x.dtype());
+}
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return apply1(ops::kRmsNorm, {x, weight}, {{"eps", eps}});

@@ -15,48 +15,45 @@ namespace kiln::train {
 namespace {
 
 using FieldRef = std::variant<bool*, int64_t*, double*, std::string*, std::optional<int64_t>*,
-                              std::optional<double>*, std::optional<bool>*>;
+                              std::optional<double>*, std::optional<bool>*,
+                              std::optional<std::string>*>;
 
 struct Field {
   const char* section;
   const char* key;
   FieldRef ref;
   std::vector<std::string> choices;  // accepted values of a string field; empty: any
+  // Printed above the key by to_toml; a component's lists its implementations.
+  std::string help;
   std::string name() const { return std::string(section) + "." + key; }
 };
 
+// A model field's config entry: its choices and help from the table and,
+// for a component, from its registry.
+Field model_field(const ModelField& f, ModelChanges::Value& value) {
+  Field out{"model", f.key, std::visit([](auto& v) -> FieldRef { return &v; }, value), {}, f.help};
+  if (!f.registry) return out;
+  out.choices = f.registry->names();
+  out.help += " (--override " + f.registry->component() + "=...):";
+  for (const std::string& impl : out.choices)
+    out.help += "\n  " + impl + ": " + f.registry->description(impl);
+  return out;
+}
+
 // The single list of every key: parsing, errors and printing all read it.
 std::vector<Field> fields(TrainConfig& c) {
-  const std::vector<std::string> impls_attn = {"composite", "flash"},
-                                 impls_loss = {"composite", "fused_ce"},
-                                 impls_moe = {"composite", "grouped"},
-                                 dtypes = {"float32", "bfloat16"};
-  ModelSection& m = c.model;
-  return {
+  const std::vector<std::string> dtypes = {"float32", "bfloat16"};
+  std::vector<Field> all = {
       {"job", "dump_folder", &c.job.dump_folder},
       {"job", "description", &c.job.description},
 
-      {"model", "name", &m.name, model_config_names()},
-      {"model", "tokenizer_path", &m.tokenizer_path},
-      {"model", "dim", &m.dim},
-      {"model", "n_layers", &m.n_layers},
-      {"model", "n_heads", &m.n_heads},
-      {"model", "n_kv_heads", &m.n_kv_heads},
-      {"model", "head_dim", &m.head_dim},
-      {"model", "ffn_dim", &m.ffn_dim},
-      {"model", "vocab_size", &m.vocab_size},
-      {"model", "n_experts", &m.n_experts},
-      {"model", "top_k", &m.top_k},
-      {"model", "moe_ffn_dim", &m.moe_ffn_dim},
-      {"model", "rope_theta", &m.rope_theta},
-      {"model", "norm_eps", &m.norm_eps},
-      {"model", "init_std", &m.init_std},
-      {"model", "tie_embeddings", &m.tie_embeddings},
-      {"model", "qk_norm", &m.qk_norm},
-      {"model", "attention_impl", &m.attention_impl, impls_attn},
-      {"model", "loss_impl", &m.loss_impl, impls_loss},
-      {"model", "moe_impl", &m.moe_impl, impls_moe},
-
+      {"model", "name", &c.model.name, model_config_names()},
+      {"model", "tokenizer_path", &c.model.tokenizer_path},
+  };
+  // Then the model's overridable fields, declared in kiln/models/model_fields.h.
+  for (size_t i = 0; i < model_fields().size(); ++i)
+    all.push_back(model_field(model_fields()[i], c.model.changes.values()[i]));
+  all.insert(all.end(), {
       {"training", "steps", &c.training.steps},
       {"training", "seed", &c.training.seed},
       {"training", "local_batch_size", &c.training.local_batch_size},
@@ -137,7 +134,8 @@ std::vector<Field> fields(TrainConfig& c) {
 
       {"runtime", "eager_mode", &c.runtime.eager_mode, {"strict", "debug", "defer_and_fuse"}},
       {"runtime", "num_threads", &c.runtime.num_threads},
-  };
+  });
+  return all;
 }
 
 // The candidate a mistyped `name` most likely meant: one it abbreviates (a
@@ -203,6 +201,7 @@ std::string type_name(const FieldRef& ref) {
     std::string operator()(double*) { return "a number"; }
     std::string operator()(std::optional<double>*) { return "a number"; }
     std::string operator()(std::string*) { return "a string"; }
+    std::string operator()(std::optional<std::string>*) { return "a string"; }
   } v;
   return std::visit(v, ref);
 }
@@ -264,6 +263,10 @@ void set_from_text(Field& f, std::string_view text, const std::string& where) {
       check_choice(f, std::string(text), where);
       *p = text;
     }
+    void operator()(std::optional<std::string>* p) {
+      check_choice(f, std::string(text), where);
+      *p = std::string(text);
+    }
   };
   std::visit(Visitor{f, text, where}, f.ref);
 }
@@ -318,6 +321,7 @@ void set_from_toml(Field& f, const toml::node& n, const std::string& where) {
       },
       f.ref);
   if (auto* s = std::get_if<std::string*>(&f.ref)) check_choice(f, **s, where);
+  if (auto* s = std::get_if<std::optional<std::string>*>(&f.ref)) check_choice(f, ***s, where);
 }
 
 // The shortest text that reads back as the same double, always with a
@@ -371,13 +375,12 @@ std::optional<std::string> value_text(const FieldRef& ref) {
       if (!*p) return std::nullopt;
       return double_text(**p);
     }
+    std::optional<std::string> operator()(std::optional<std::string>* p) {
+      if (!*p) return std::nullopt;
+      return toml_quoted(**p);
+    }
   } v;
   return std::visit(v, ref);
-}
-
-template <class T>
-void fill(std::optional<T>& field, const T& registry_value) {
-  if (!field) field = registry_value;
 }
 
 // Errors from finalize() name the key and where the value came from.
@@ -425,44 +428,34 @@ void apply_setting(TrainConfig& config, std::string_view key, std::string_view v
 }
 
 void apply_override(TrainConfig& config, std::string_view spec) {
-  // Component path -> the model field it sets.
-  const std::vector<std::pair<std::string, std::string>> components = {
-      {"attention", "model.attention_impl"},
-      {"loss", "model.loss_impl"},
-      {"moe", "model.moe_impl"}};
   std::string where = cat("--override ", spec, ": ");
   size_t eq = spec.find('=');
   KILN_CHECK(eq != std::string_view::npos, where, "expected component=impl, e.g. attention=flash");
   std::string path(spec.substr(0, eq));
   if (path.starts_with("model.")) path = path.substr(6);
   std::vector<std::string> names;
-  for (const auto& [component, key] : components) {
-    if (component == path) return apply_setting(config, key, spec.substr(eq + 1));
-    names.push_back(component);
+  for (const ModelField& f : model_fields()) {
+    if (!f.registry) continue;
+    if (f.registry->component() == path)
+      return apply_setting(config, cat("model.", f.key), spec.substr(eq + 1));
+    names.push_back(f.registry->component());
   }
   fail(where, "unknown component '", path, "' (did you mean '", suggest(path, names),
        "'?); components: ", join(names));
 }
 
+std::string component_choices() {
+  std::string out;
+  for (const ModelField& f : model_fields())
+    if (f.registry)
+      out += cat(out.empty() ? "" : ", ", f.registry->component(), "=",
+                 join(f.registry->names(), "|"));
+  return out;
+}
+
 void finalize(TrainConfig& c) {
   // The registry entry (an unknown name was already refused by its choices).
-  const ModelConfig& r = kiln::model_config(c.model.name);
-  ModelSection& m = c.model;
-  fill(m.dim, r.dim);
-  fill(m.n_layers, r.n_layers);
-  fill(m.n_heads, r.n_heads);
-  fill(m.n_kv_heads, r.n_kv_heads);
-  fill(m.head_dim, r.head_dim);
-  fill(m.ffn_dim, r.ffn_dim);
-  fill(m.vocab_size, r.vocab_size);
-  fill(m.n_experts, r.n_experts);
-  fill(m.top_k, r.top_k);
-  fill(m.moe_ffn_dim, r.moe_ffn_dim);
-  fill(m.rope_theta, r.rope_theta);
-  fill(m.norm_eps, r.norm_eps);
-  fill(m.init_std, r.init_std);
-  fill(m.tie_embeddings, r.tie_embeddings);
-  fill(m.qk_norm, r.qk_norm);
+  c.model.changes.fill_from(kiln::model_config(c.model.name));
 
   const TrainingSection& t = c.training;
   KILN_CONFIG_CHECK(t.steps >= 1, "training.steps", "must be at least 1, got ", t.steps);
@@ -539,42 +532,23 @@ std::string to_toml(const TrainConfig& config) {
       os << (*section ? "\n" : "") << "[" << f.section << "]\n";
       section = f.section;
     }
+    std::istringstream help(f.help);
+    for (std::string line; std::getline(help, line);) os << "# " << line << "\n";
     std::optional<std::string> v = value_text(f.ref);
     if (!v) {
       os << "# " << f.key << " is unset\n";
       continue;
     }
     os << f.key << " = " << *v;
-    if (f.choices.size() > 1 && f.choices.size() <= 8) os << "  # " << join(f.choices, " | ");
+    if (f.help.empty() && f.choices.size() > 1 && f.choices.size() <= 8)
+      os << "  # " << join(f.choices, " | ");
     os << "\n";
   }
   return os.str();
 }
 
 ModelConfig resolve_model_config(const TrainConfig& c) {
-  ModelConfig m = kiln::model_config(c.model.name);
-  const ModelSection& s = c.model;
-  auto set = [](auto& field, const auto& value) {
-    if (value) field = *value;
-  };
-  set(m.dim, s.dim);
-  set(m.n_layers, s.n_layers);
-  set(m.n_heads, s.n_heads);
-  set(m.n_kv_heads, s.n_kv_heads);
-  set(m.head_dim, s.head_dim);
-  set(m.ffn_dim, s.ffn_dim);
-  set(m.vocab_size, s.vocab_size);
-  set(m.n_experts, s.n_experts);
-  set(m.top_k, s.top_k);
-  set(m.moe_ffn_dim, s.moe_ffn_dim);
-  set(m.rope_theta, s.rope_theta);
-  set(m.norm_eps, s.norm_eps);
-  set(m.init_std, s.init_std);
-  set(m.tie_embeddings, s.tie_embeddings);
-  set(m.qk_norm, s.qk_norm);
-  m.attention_impl = s.attention_impl;
-  m.loss_impl = s.loss_impl;
-  m.moe_impl = s.moe_impl;
+  ModelConfig m = c.model.changes.applied_to(kiln::model_config(c.model.name));
   // The rotary tables cover the training sequence length.
   m.seq_len = c.training.seq_len;
   m.max_position_embeddings = std::max(m.max_position_embeddings, m.seq_len);

@@ -3,9 +3,10 @@
 // names follow TorchTitan's where one exists (job.dump_folder,
 // training.steps, checkpoint.interval, compile.enable, ...).
 //
-// Every key is declared once in config.cc's field table, which drives
-// parsing, the errors (an unknown key names the nearest valid one, a bad
-// value the accepted ones) and printing (`kiln train --print-config`).
+// Every key is declared once, in config.cc's field table or, for the
+// model's overridable fields, in kiln/models/model_fields.h; the table
+// drives parsing, the errors (an unknown key names the nearest valid one, a
+// bad value the accepted ones) and printing (`kiln train --print-config`).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kiln/models/config.h"
+#include "kiln/models/model_fields.h"
 
 namespace kiln::train {
 
@@ -23,9 +25,10 @@ struct JobSection {
   std::string description;
 };
 
-// The model: a registry name (kiln/models/config.h) and, per field, an
-// optional change to that config. After load_train_config every optional is
-// set (to the registry's value where the recipe left it), so the printed
+// The model: a registry name (kiln/models/config.h) and, per overridable
+// field (kiln/models/model_fields.h: model.dim, model.attention_impl, ...),
+// an optional change to that config. After load_train_config every change
+// is set (to the registry's value where the recipe left it), so the printed
 // config is the model actually trained.
 struct ModelSection {
   std::string name = "llama3_debug";
@@ -34,14 +37,9 @@ struct ModelSection {
   // kept in the dump folder (<dump_folder>/tokenizer.json), where a resumed
   // run finds it again.
   std::string tokenizer_path;
-  std::optional<int64_t> dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size;
-  std::optional<int64_t> n_experts, top_k, moe_ffn_dim;
-  std::optional<double> rope_theta, norm_eps, init_std;
-  std::optional<bool> tie_embeddings, qk_norm;
-  // Components swapped before the model is built (also `--override attention=flash`).
-  std::string attention_impl = "composite";  // composite | flash
-  std::string loss_impl = "composite";       // composite | fused_ce
-  std::string moe_impl = "composite";        // composite | grouped
+  // Component implementations among them are swapped before the model is
+  // built (also `--override attention=flash`).
+  ModelChanges changes;
 };
 
 struct TrainingSection {
@@ -207,8 +205,12 @@ std::vector<std::string> config_keys();
 void apply_toml(TrainConfig& config, std::string_view toml_text, const std::string& origin);
 // Applies one setting, "section.key" = value (as written on the command line).
 void apply_setting(TrainConfig& config, std::string_view key, std::string_view value);
-// Applies "component=impl" (or "model.component=impl"): attention, loss, moe.
+// Applies "component=impl" (or "model.component=impl"): sets the model
+// field whose registry is that component's (model_fields(): attention, ...).
 void apply_override(TrainConfig& config, std::string_view spec);
+// The components and their registered implementations, for help texts:
+// "attention=composite|flash, loss=composite|fused_ce, ...".
+std::string component_choices();
 // Fills the model section's unset fields from the registry and checks the
 // values against each other; throws kiln::Error naming the key.
 void finalize(TrainConfig& config);

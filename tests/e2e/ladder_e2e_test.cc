@@ -3,16 +3,20 @@
 // and with the layers as a scan (eager and in the graph trainer), gives
 // bit-identical losses and gradient norms for every model family
 // (deterministic kernels; the rungs run the same step function, and the
-// compiler's passes keep bits). With the fused kernels switched on (flash
-// attention, fused linear cross-entropy, grouped MoE matmul) the rungs still
-// agree with each other bit for bit; against the composite path they differ
-// in rounding only (tolerance below).
+// compiler's passes keep bits). With the other registered implementations
+// of the components switched on (flash attention, fused linear
+// cross-entropy, grouped MoE matmul, ...: taken from the registries, so a
+// new one is covered too) the rungs still agree with each other bit for
+// bit; against the recipe's own they differ in rounding only (tolerance
+// below).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 
+#include "kiln/models/model_fields.h"
+#include "kiln/train/config.h"
 #include "tests/support/cli.h"
 #include "tests/support/train_run.h"
 
@@ -69,7 +73,25 @@ const std::vector<std::pair<std::string, std::string>> kRungs = {
     {"scan_graph_trainer", "--compile.scan_layers --compile.graph_trainer"},
 };
 
-const char* kFused = " --override attention=flash --override loss=fused_ce --override moe=grouped";
+// Rounds of --override flags that together switch on every registered
+// implementation other than `recipe`'s: round i takes each component's i-th
+// alternative, where it has one.
+std::vector<std::string> alternative_rounds(const std::string& recipe) {
+  train::TrainCommandLine cl;
+  cl.config = recipe;
+  const ModelConfig base = train::resolve_model_config(train::load_train_config(cl));
+  std::vector<std::string> rounds;
+  for (const ModelField& f : model_fields()) {
+    if (!f.registry) continue;
+    size_t i = 0;
+    for (const std::string& impl : f.registry->names()) {
+      if (impl == base.*std::get<std::string ModelConfig::*>(f.member)) continue;
+      if (i == rounds.size()) rounds.emplace_back();
+      rounds[i++] += " --override " + f.registry->component() + "=" + impl;
+    }
+  }
+  return rounds;
+}
 
 void expect_identical(const Curve& a, const Curve& b, const std::string& what) {
   EXPECT_EQ(a.loss, b.loss) << what << ": losses differ";
@@ -84,15 +106,20 @@ TEST_P(Ladder, EveryRungGivesTheSameBits) {
                      kRungs[i].first + " vs strict");
   EXPECT_LT(reference.loss.back(), reference.loss.front()) << "the loss should fall";
 
-  // Fused kernels: the same kernels on every rung, so again bit-identical;
-  // against the composite path they change rounding only. After 20 AdamW
-  // steps f32 rounding differences (~1e-7 relative per op) stay well below
-  // 1e-3 relative in the loss.
-  Curve fused = train(recipe, "fused_strict", kRungs[0].second + kFused);
-  expect_identical(fused, train(recipe, "fused_graph", kRungs[3].second + kFused),
-                   "fused kernels, graph trainer vs strict");
-  for (size_t s = 0; s < fused.loss.size(); ++s)
-    EXPECT_NEAR(fused.loss[s], reference.loss[s], 1e-3 * reference.loss[s]) << "step " << s + 1;
+  // The other implementations: the same kernels on every rung, so again
+  // bit-identical; against the recipe's they change rounding only. After 20
+  // AdamW steps f32 rounding differences (~1e-7 relative per op) stay well
+  // below 1e-3 relative in the loss.
+  std::vector<std::string> rounds = alternative_rounds(recipe);
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    SCOPED_TRACE(rounds[i]);
+    const std::string name = "alternatives" + std::to_string(i);
+    Curve alt = train(recipe, name + "_strict", kRungs[0].second + rounds[i]);
+    expect_identical(alt, train(recipe, name + "_graph", kRungs[3].second + rounds[i]),
+                     "other implementations, graph trainer vs strict");
+    for (size_t s = 0; s < alt.loss.size(); ++s)
+      EXPECT_NEAR(alt.loss[s], reference.loss[s], 1e-3 * reference.loss[s]) << "step " << s + 1;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Ladder,

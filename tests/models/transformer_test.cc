@@ -10,6 +10,7 @@
 #include <set>
 
 #include "kiln/kiln.h"
+#include "kiln/models/model_fields.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -149,30 +150,33 @@ TEST(Transformer, GradientsReachEveryParameter) {
   }
 }
 
-// The fused components (flash attention, fused linear cross-entropy,
-// grouped experts) against the composites, forward and backward.
+// Every registered implementation of every component (so a new one is
+// covered here without editing this test) against the model's default,
+// forward and backward, on a dense model with an untied LM head and an MoE
+// model with q/k norms and a tied one.
 TEST(Transformer, ImplementationsAgree) {
-  struct Swap {
-    const char* model;
-    void (*apply)(ModelConfig&);
-  };
-  const Swap swaps[] = {
-      {"qwen3_debug", [](ModelConfig& c) { c.attention_impl = "flash"; }},
-      {"llama3_debug", [](ModelConfig& c) { c.loss_impl = "fused_ce"; }},
-      {"qwen3_debug", [](ModelConfig& c) { c.loss_impl = "fused_ce"; }},
-      {"qwen3_moe_debug", [](ModelConfig& c) { c.moe_impl = "grouped"; }},
-  };
-  for (const Swap& s : swaps) {
-    ModelConfig base = model_config(s.model), fused = base;
-    s.apply(fused);
-    auto a = build_model(base, DType::f64, 11), b = build_model(fused, DType::f64, 11);
-    Tensor ids = random_ids(2, 12, base.vocab_size, 12), targets = random_ids(2, 12, base.vocab_size, 13);
-    ValueAndGrad ra = nn::value_and_grad(*a, [&] { return std::vector<Tensor>{a->loss(ids, targets)}; });
-    ValueAndGrad rb = nn::value_and_grad(*b, [&] { return std::vector<Tensor>{b->loss(ids, targets)}; });
-    EXPECT_NEAR(ra.values[0].item<double>(), rb.values[0].item<double>(), 1e-10) << s.model;
-    for (size_t i = 0; i < ra.grads.size(); ++i)
-      EXPECT_TRUE(all_close(rb.grads[i], ra.grads[i], 1e-8, 1e-11)) << s.model << " grad " << i;
-  }
+  for (const char* model : {"llama3_debug", "qwen3_moe_debug"})
+    for (const ModelField& f : model_fields()) {
+      if (!f.registry) continue;
+      const ModelConfig& base = model_config(model);
+      auto& member = std::get<std::string ModelConfig::*>(f.member);
+      for (const std::string& impl : f.registry->names()) {
+        if (impl == base.*member) continue;
+        SCOPED_TRACE(std::string(model) + " " + f.key + " = " + impl);
+        ModelConfig swapped = base;
+        swapped.*member = impl;
+        auto a = build_model(base, DType::f64, 11), b = build_model(swapped, DType::f64, 11);
+        Tensor ids = random_ids(2, 12, base.vocab_size, 12),
+               targets = random_ids(2, 12, base.vocab_size, 13);
+        ValueAndGrad ra =
+            nn::value_and_grad(*a, [&] { return std::vector<Tensor>{a->loss(ids, targets)}; });
+        ValueAndGrad rb =
+            nn::value_and_grad(*b, [&] { return std::vector<Tensor>{b->loss(ids, targets)}; });
+        EXPECT_NEAR(ra.values[0].item<double>(), rb.values[0].item<double>(), 1e-10);
+        for (size_t i = 0; i < ra.grads.size(); ++i)
+          EXPECT_TRUE(all_close(rb.grads[i], ra.grads[i], 1e-8, 1e-11)) << "grad " << i;
+      }
+    }
 }
 
 TEST(Transformer, PackedDocumentsEqualSeparateSequences) {

@@ -142,7 +142,7 @@ TEST(Attention, MatchesLoopReference) {
 // Two packed documents with positions restarting at each give the same
 // outputs as the documents run on their own.
 TEST(Attention, DocumentMaskingEqualsSeparateRuns) {
-  for (const char* impl : {"composite", "flash"}) {
+  for (const std::string& impl : attention_impls().names()) {
     AttentionConfig c = small(true);
     c.impl = impl;
     Attention a(c, DType::f64);

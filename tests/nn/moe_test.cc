@@ -21,7 +21,7 @@ using test::all_close;
 using test::check_gradients;
 using Vec = std::vector<double>;
 
-MoEConfig small(bool norm, const char* impl = "composite") {
+MoEConfig small(bool norm, const std::string& impl = "composite") {
   MoEConfig c;
   c.dim = 6;
   c.n_experts = 5;
@@ -97,7 +97,7 @@ Vec reference(const MoE& m, const Vec& x, int64_t T, std::vector<int64_t>* count
 
 TEST(MoE, MatchesLoopReference) {
   for (bool norm : {true, false})
-    for (const char* impl : {"composite", "grouped"}) {
+    for (const std::string& impl : moe_impls().names()) {
       auto m = make(small(norm, impl), 21);
       Generator g(4);
       Tensor x = randn({3, 7, 6}, g, DType::f64);
@@ -138,7 +138,7 @@ TEST(MoE, RoutingWeightsAndCounts) {
 }
 
 TEST(MoE, Gradients) {
-  for (const char* impl : {"composite", "grouped"}) {
+  for (const std::string& impl : moe_impls().names()) {
     MoEConfig c = small(true, impl);  // smaller: finite differences cost 2 runs per element
     c.dim = 3;
     c.ffn_dim = 2;

@@ -76,9 +76,9 @@ qk_norm = true
   EXPECT_EQ(c.optimizer.lr, 1.5e-3);
   EXPECT_TRUE(c.checkpoint.enable);
   EXPECT_EQ(c.lr_scheduler.decay_ratio, 0.25);
-  EXPECT_EQ(c.model.n_layers, 3);
-  EXPECT_EQ(c.model.qk_norm, true);
-  EXPECT_FALSE(c.model.dim.has_value());
+  EXPECT_EQ(c.model.changes.get<int64_t>("n_layers"), 3);
+  EXPECT_EQ(c.model.changes.get<bool>("qk_norm"), true);
+  EXPECT_FALSE(c.model.changes.get<int64_t>("dim").has_value());
 }
 
 TEST(TrainConfig, TomlUnknownKeyNamesNearestAndLine) {
@@ -155,17 +155,19 @@ TEST(TrainConfig, OverrideSwapsComponents) {
   apply_override(c, "attention=flash");
   apply_override(c, "model.loss=fused_ce");
   apply_override(c, "moe=grouped");
-  EXPECT_EQ(c.model.attention_impl, "flash");
-  EXPECT_EQ(c.model.loss_impl, "fused_ce");
-  EXPECT_EQ(c.model.moe_impl, "grouped");
+  apply_override(c, "norm=composite");
+  EXPECT_EQ(c.model.changes.get<std::string>("attention_impl"), "flash");
+  EXPECT_EQ(c.model.changes.get<std::string>("loss_impl"), "fused_ce");
+  EXPECT_EQ(c.model.changes.get<std::string>("moe_impl"), "grouped");
   finalize(c);
   ModelConfig m = resolve_model_config(c);
   EXPECT_EQ(m.attention_impl, "flash");
   EXPECT_EQ(m.loss_impl, "fused_ce");
   EXPECT_EQ(m.moe_impl, "grouped");
+  EXPECT_EQ(m.norm_impl, "composite");
   std::string e = error_of([&] { apply_override(c, "attn=flash"); });
   EXPECT_CONTAINS(e, "did you mean 'attention'");
-  EXPECT_CONTAINS(e, "components: attention, loss, moe");
+  EXPECT_CONTAINS(e, "components: attention, loss, moe, norm");
   e = error_of([&] { apply_override(c, "attention=splash"); });
   EXPECT_CONTAINS(e, "model.attention_impl");
   EXPECT_CONTAINS(e, "composite, flash");
@@ -176,14 +178,15 @@ TEST(TrainConfig, OverrideSwapsComponents) {
 TEST(TrainConfig, FinalizeFillsTheModelAndChecksValues) {
   TrainConfig c;
   c.model.name = "qwen3_debug";
-  c.model.n_layers = 3;
+  apply_setting(c, "model.n_layers", "3");
   c.training.seq_len = 64;
   finalize(c);
   const ModelConfig& r = model_config("qwen3_debug");
-  EXPECT_EQ(c.model.dim, r.dim);
-  EXPECT_EQ(c.model.head_dim, r.head_dim);
-  EXPECT_EQ(c.model.qk_norm, true);
-  EXPECT_EQ(c.model.n_layers, 3);
+  EXPECT_EQ(c.model.changes.get<int64_t>("dim"), r.dim);
+  EXPECT_EQ(c.model.changes.get<int64_t>("head_dim"), r.head_dim);
+  EXPECT_EQ(c.model.changes.get<bool>("qk_norm"), true);
+  EXPECT_EQ(c.model.changes.get<int64_t>("n_layers"), 3);
+  EXPECT_EQ(c.model.changes.get<std::string>("norm_impl"), r.norm_impl);
   ModelConfig m = resolve_model_config(c);
   EXPECT_EQ(m.n_layers, 3);
   EXPECT_EQ(m.seq_len, 64);
@@ -196,7 +199,7 @@ TEST(TrainConfig, FinalizeFillsTheModelAndChecksValues) {
   bad.training.global_batch_size = 12;  // local is 8
   EXPECT_CONTAINS(error_of([&] { finalize(bad); }), "training.global_batch_size");
   bad = TrainConfig();
-  bad.model.n_kv_heads = 3;  // 4 heads are not a multiple of 3
+  apply_setting(bad, "model.n_kv_heads", "3");  // 4 heads are not a multiple of 3
   EXPECT_CONTAINS(error_of([&] { finalize(bad); }), "[model]");
   TrainConfig accum;
   accum.training.global_batch_size = 32;
@@ -258,7 +261,7 @@ TEST(TrainConfig, LoadAppliesSettingsInOrder) {
        "attention=composite"});
   TrainConfig c = load_train_config(cl);
   EXPECT_EQ(c.training.steps, 4);
-  EXPECT_EQ(c.model.attention_impl, "composite");
+  EXPECT_EQ(c.model.changes.get<std::string>("attention_impl"), "composite");
   EXPECT_EQ(c.model.name, "llama3_debug");
 }
 
