@@ -31,4 +31,10 @@ bool saved_by_selective(const ir::OpDef& op);
 
 ir::Graph rematerialize(const ir::Graph& g, RematPolicy policy);
 
+// The bytes of the forward regions' values that backward regions read: on a
+// graph rematerialize() has rewritten, the activations the policy keeps
+// alive from the forward to the backward (values made outside any region,
+// such as the embedding's output, are not counted).
+int64_t kept_activation_bytes(const ir::Graph& g);
+
 }  // namespace kiln::compiler

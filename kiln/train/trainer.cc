@@ -361,7 +361,7 @@ StepResult Run::train_step(double lr) {
   for (int64_t a = 0; a < accum_; ++a) batches.push_back(loader_->next());
   if (!memory_reported_ && mesh_.lead()) {
     MemoryEstimate e = step_->expected_memory(masters_, state_, batches);
-    out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs)
+    out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs())
          << " parameters, optimizer state and batch + " << bytes_text(e.computed)
          << " computed in the step; activation_checkpoint.mode = "
          << c_.activation_checkpoint.mode << ")" << std::endl;

@@ -118,6 +118,17 @@ TEST(Remat, WhatTheBackwardReads) {
   ir::verify(selective);
 }
 
+TEST(Remat, KeptActivationBytes) {
+  const int64_t none = compiler::kept_activation_bytes(traced(RematPolicy::none)),
+                selective = compiler::kept_activation_bytes(traced(RematPolicy::selective)),
+                full = compiler::kept_activation_bytes(traced(RematPolicy::full));
+  EXPECT_GT(none, selective);
+  EXPECT_GT(selective, full);
+  // Full keeps each layer's input x (f32 [8, 16]), made by the layer before;
+  // layer 0's is a graph input, made in no region.
+  EXPECT_EQ(full, (kLayers - 1) * 8 * 16 * 4);
+}
+
 int count_op(const ir::Graph& g, const std::string& name) {
   int n = 0;
   for (const ir::Node& node : g.nodes()) n += node.op->name == name;
