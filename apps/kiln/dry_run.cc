@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -50,8 +51,9 @@ nlohmann::ordered_json to_json(const train::DryRun& d) {
   j["rung"] = d.rung;
   j["memory_per_rank"] = {{"params", m.params},       {"optimizer_state", m.optimizer_state},
                           {"batch", m.batch},         {"computed", m.computed},
-                          {"gradients", m.gradients}, {"activations", m.activations},
+                          {"gradients", m.gradients}, {"activations", nullptr},
                           {"total", m.total()}};
+  if (m.activations) j["memory_per_rank"]["activations"] = *m.activations;
   for (const train::ParamPlan& p : d.params)
     j["parameters"].push_back({{"name", p.name}, {"full", p.full.vec()}, {"local", p.local.vec()}});
   return j;
@@ -88,9 +90,10 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
         << to_string(g.full) << " -> " << to_string(g.local) << std::right << "\n";
 
   const train::MemoryEstimate& m = d.memory;
-  auto row = [&](const std::string& what, const std::string& note, int64_t bytes) {
+  auto row = [&](const std::string& what, const std::string& note,
+                 std::optional<int64_t> bytes) {
     out << "  " << std::left << std::setw(24) << what << std::setw(52) << note << std::right
-        << std::setw(11) << train::bytes_text(bytes) << "\n";
+        << std::setw(11) << (bytes ? train::bytes_text(*bytes) : "not known") << "\n";
   };
   out << "\nmemory per rank (rank 0; the estimate the trainer prints before its first step)\n";
   row("parameters", "f32 master weights, this rank's shards", m.params);
@@ -102,7 +105,9 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
   row("step", "peak of the step's memory plan", m.computed);
   row("  of which gradients", "f32, one per master, all live before clipping", m.gradients);
   row("  of which activations",
-      cat("kept for the backward (", c.activation_checkpoint.mode, "), per microbatch"),
+      m.activations
+          ? cat("kept for the backward (", c.activation_checkpoint.mode, "), per microbatch")
+          : "kept for the backward: inside compile.scan_layers' scan",
       m.activations);
   row("expected peak", "parameters + optimizer state + batch + step", m.total());
 }

@@ -182,7 +182,8 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
   ir::Graph g = prepare_for_device(graph(masters, state, batches), masters[0].device());
   MemoryEstimate e;
   // Before optimization, whose fusions do not keep the model's regions.
-  e.activations = compiler::kept_activation_bytes(g) / options_.microbatches;
+  if (std::optional<int64_t> kept = compiler::kept_activation_bytes(g))
+    e.activations = *kept / options_.microbatches;
   if (options_.rung == Rung::graph_trainer) {
     compiler::PassOptions passes = default_pass_options();
     passes.overlap_collectives = options_.overlap_collectives;

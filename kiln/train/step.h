@@ -64,7 +64,9 @@ struct MemoryEstimate {
   int64_t computed = 0;
   // Two parts of `computed`, not necessarily live at the same time:
   int64_t gradients = 0;    // one per master, of its type; all live before clipping
-  int64_t activations = 0;  // kept for the backward, per microbatch (remat.h)
+  // Kept for the backward, per microbatch (remat.h); nullopt under
+  // compile.scan_layers, whose blocks are a scan's body.
+  std::optional<int64_t> activations;
   int64_t inputs() const { return params + optimizer_state + batch; }
   int64_t total() const { return inputs() + computed; }
 };

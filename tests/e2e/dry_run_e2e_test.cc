@@ -126,6 +126,12 @@ TEST(DryRun, ActivationCheckpointPolicies) {
   // residual stream; the first block's is the embedding's output, which is
   // made outside any block and not counted.
   EXPECT_EQ(full, (32 - 1) * int64_t(8192) * 4096 * 2);
+  // Under scan_layers the blocks are a scan's body: not counted, and said so.
+  nlohmann::json scan = plan("--config llama3_8b --compile.scan_layers");
+  EXPECT_TRUE(scan["memory_per_rank"]["activations"].is_null());
+  EXPECT_NE(run_cli("train --dry-run --config llama3_8b --compile.scan_layers")
+                .output.find("inside compile.scan_layers' scan  not known"),
+            std::string::npos);
 }
 
 // A degree a real run refuses is refused with the same message.
