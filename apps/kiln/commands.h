@@ -4,7 +4,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <ostream>
 #include <string>
+
+#include "kiln/train/config.h"
+#include "kiln/train/dry_run.h"
 
 namespace kiln::cli {
 
@@ -20,5 +24,11 @@ void add_numerics_check(CLI::App& app);
 
 // `kiln info --model NAME`: seq_len <= 0 means the config's own.
 void print_model_info(const std::string& name, int64_t seq_len, bool json);
+// A count for people: 8030261248 -> "8.03B".
+std::string human_count(double n);
+
+// `kiln train --dry-run`: the plan as a table, or as JSON.
+void print_dry_run(const train::TrainConfig& config, const train::DryRun& plan, bool json,
+                   std::ostream& out);
 
 }  // namespace kiln::cli

@@ -56,8 +56,9 @@ nlohmann::ordered_json to_json(const ModelConfig& c, int64_t seq_len) {
   return j;
 }
 
-// 8030261248 -> "8.03B".
-std::string human(double n) {
+}  // namespace
+
+std::string human_count(double n) {
   const char* units[] = {"", "K", "M", "B", "T"};
   int u = 0;
   while (n >= 1000 && u < 4) n /= 1000, ++u;
@@ -65,8 +66,6 @@ std::string human(double n) {
   os << std::fixed << std::setprecision(u == 0 ? 0 : 2) << n << units[u];
   return os.str();
 }
-
-}  // namespace
 
 void print_model_info(const std::string& name, int64_t seq_len, bool json) {
   const ModelConfig& c = model_config(name);
@@ -76,11 +75,12 @@ void print_model_info(const std::string& name, int64_t seq_len, bool json) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << c.name << " (" << c.family << "): " << human(double(param_count(c))) << " parameters ("
-            << param_count(c) << ")";
-  if (c.is_moe()) std::cout << ", " << human(double(active_param_count(c))) << " active per token";
+  std::cout << c.name << " (" << c.family << "): " << human_count(double(param_count(c)))
+            << " parameters (" << param_count(c) << ")";
+  if (c.is_moe())
+    std::cout << ", " << human_count(double(active_param_count(c))) << " active per token";
   std::cout << "\n  training FLOPs per token at seq_len " << seq_len << ": "
-            << human(flops_per_token(c, seq_len)) << " (6N + attention)\n";
+            << human_count(flops_per_token(c, seq_len)) << " (6N + attention)\n";
   for (auto& [key, value] : j.items())
     if (key != "name" && key != "family" && key != "params" && key != "active_params" &&
         key != "flops_per_token")

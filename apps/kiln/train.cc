@@ -6,6 +6,7 @@
 
 #include "apps/kiln/commands.h"
 #include "kiln/train/config.h"
+#include "kiln/train/dry_run.h"
 #include "kiln/train/trainer.h"
 
 namespace kiln::cli {
@@ -22,6 +23,10 @@ void add_train(CLI::App& app) {
       "  --override COMPONENT=IMPL swap a component, one of\n"
       "                            " + train::component_choices() + "\n"
       "  --print-config            print the effective config as TOML and exit\n"
+      "  --dry-run                 plan the run without running it: the mesh, the model's\n"
+      "                            shapes and FLOPs, the memory per rank (nothing allocated)\n"
+      "  --world-size N            the dry run's ranks (default: the parallelism degrees')\n"
+      "  --json                    the dry run as JSON\n"
       "A run interrupted by SIGINT/SIGTERM finishes its step, saves a checkpoint (when\n"
       "checkpoint.enable) and exits with 128 + the signal number; running the same\n"
       "command again resumes it.");
@@ -30,6 +35,10 @@ void add_train(CLI::App& app) {
     train::TrainConfig config = train::load_train_config(cl);
     if (cl.print_config) {
       std::cout << train::to_toml(config);
+      return;
+    }
+    if (cl.dry_run) {
+      print_dry_run(config, train::dry_run(config, cl.world_size), cl.json, std::cout);
       return;
     }
     train::TrainResult r = train::run_training(config, std::cout);

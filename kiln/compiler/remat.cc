@@ -92,6 +92,28 @@ const char* remat_policy_name(RematPolicy p) {
   return "?";
 }
 
+std::optional<int64_t> kept_activation_bytes(const ir::Graph& g) {
+  const auto& nodes = g.nodes();
+  auto backward = [&](int32_t region) {
+    return region >= 0 && ir::is_backward_region(g.region_name(region));
+  };
+  bool any_backward = false;
+  std::set<ValueId> kept;
+  for (const ir::Node& n : nodes) {
+    if (!backward(n.region)) continue;
+    any_backward = true;
+    for (ValueId v : n.inputs) {
+      int32_t p = g.values()[size_t(v)].node;
+      if (p >= 0 && nodes[size_t(p)].region >= 0 && !backward(nodes[size_t(p)].region))
+        kept.insert(v);
+    }
+  }
+  if (!any_backward) return std::nullopt;
+  int64_t bytes = 0;
+  for (ValueId v : kept) bytes += g.type(v).shape.numel() * int64_t(itemsize(g.type(v).dtype));
+  return bytes;
+}
+
 bool saved_by_selective(const ir::OpDef& op) {
   static const std::set<std::string> heavy = {
       "matmul", "scaled_dot_product_attention", "flash_attention", "grouped_matmul"};

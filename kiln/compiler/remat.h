@@ -16,6 +16,8 @@
 // ops and attributes (random ops bake their seed and offset), so the results
 // are bit-identical to the policy none.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "kiln/ir/graph.h"
@@ -30,5 +32,12 @@ const char* remat_policy_name(RematPolicy p);
 bool saved_by_selective(const ir::OpDef& op);
 
 ir::Graph rematerialize(const ir::Graph& g, RematPolicy policy);
+
+// The bytes of the forward regions' values that backward regions read: on a
+// graph rematerialize() has rewritten, the activations the policy keeps
+// alive from the forward to the backward (values made outside any region,
+// such as the embedding's output, are not counted). Nullopt for a graph
+// without backward regions (its layers run inside a scan, or it has none).
+std::optional<int64_t> kept_activation_bytes(const ir::Graph& g);
 
 }  // namespace kiln::compiler

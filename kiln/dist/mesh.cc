@@ -130,22 +130,37 @@ std::string MeshLayout::describe() const {
 }
 
 DeviceMesh::DeviceMesh(std::shared_ptr<ProcessGroup> world, const MeshDegrees& degrees)
-    : world_(std::move(world)), layout_(degrees, world_->size(), hosts_of(*world_)) {
+    : world_(std::move(world)),
+      rank_(world_->rank()),
+      layout_(degrees, world_->size(), hosts_of(*world_)) {
   for (const char* dim : {"dp_replicate", "dp_shard", "tp", "dp"}) {
     auto [color, key] = layout_.split_of(world_->rank(), dim);
     groups_.emplace_back(dim, world_->split(color, key, dim));
   }
 }
 
+DeviceMesh::DeviceMesh(const MeshDegrees& degrees, int world_size, int rank)
+    : rank_(rank), layout_(degrees, world_size, std::vector<int>(size_t(std::max(world_size, 0)))) {
+  KILN_CHECK(rank >= 0 && rank < world_size, "device mesh: rank ", rank, " is not in a world of ",
+             world_size);
+}
+
+ProcessGroup& DeviceMesh::world() const {
+  KILN_CHECK(world_, "device mesh: this mesh is a plan (", layout_.describe(),
+             "); it has no process groups");
+  return *world_;
+}
+
 ProcessGroup& DeviceMesh::group(std::string_view dim) const {
   layout_.size(dim);  // raises for an unknown dimension
+  world();            // raises for a plan
   return *std::find_if(groups_.begin(), groups_.end(), [&](const auto& g) {
             return g.first == dim;
           })->second;
 }
 
 int64_t DeviceMesh::coordinate(std::string_view dim) const {
-  return layout_.coordinate(world_->rank(), dim);
+  return layout_.coordinate(rank_, dim);
 }
 
 namespace {

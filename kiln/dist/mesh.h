@@ -64,16 +64,22 @@ class DeviceMesh {
  public:
   // A collective over `world`: every rank must build the same mesh.
   DeviceMesh(std::shared_ptr<ProcessGroup> world, const MeshDegrees& degrees);
+  // The mesh a world of `world_size` ranks on one host would build, as
+  // `rank` sees it, with no process groups and no communication: for
+  // planning a run (`kiln train --dry-run`). The degrees are checked as a
+  // real run checks them; world() and group() raise.
+  DeviceMesh(const MeshDegrees& degrees, int world_size, int rank);
 
   const MeshLayout& layout() const { return layout_; }
-  ProcessGroup& world() const { return *world_; }
+  ProcessGroup& world() const;
   // The group of this rank along dim ("dp_replicate", "dp_shard", "tp", "dp").
   ProcessGroup& group(std::string_view dim) const;
   int64_t size(std::string_view dim) const { return layout_.size(dim); }
   int64_t coordinate(std::string_view dim) const;
 
  private:
-  std::shared_ptr<ProcessGroup> world_;
+  std::shared_ptr<ProcessGroup> world_;  // null in a plan
+  int rank_;
   MeshLayout layout_;
   std::vector<std::pair<std::string, std::shared_ptr<ProcessGroup>>> groups_;
 };

@@ -566,6 +566,21 @@ int64_t grad_accum_steps(const TrainConfig& c, int64_t dp_degree) {
   return t.global_batch_size / per_microbatch;
 }
 
+namespace {
+// --world-size's value: a whole number of ranks, at least 1.
+int parse_world_size(const std::string& text) {
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(text, &used);
+  } catch (const std::exception&) {
+  }
+  KILN_CHECK(used == text.size() && n >= 1, "--world-size ", text,
+             ": expected a number of ranks, at least 1");
+  return n;
+}
+}  // namespace
+
 TrainCommandLine parse_train_command_line(const std::vector<std::string>& args) {
   TrainCommandLine out;
   TrainConfig probe;
@@ -578,6 +593,13 @@ TrainCommandLine parse_train_command_line(const std::vector<std::string>& args) 
     };
     if (a == "--print-config") {
       out.print_config = true;
+    } else if (a == "--dry-run") {
+      out.dry_run = true;
+    } else if (a == "--json") {
+      out.json = true;
+    } else if (a == "--world-size" || a.starts_with("--world-size=")) {
+      std::string n = a == "--world-size" ? next("a number of ranks") : a.substr(13);
+      out.world_size = parse_world_size(n);
     } else if (a == "--config" || a.starts_with("--config=")) {
       out.config = a == "--config" ? next("a recipe file or name") : a.substr(9);
     } else if (a == "--override" || a.starts_with("--override=")) {
@@ -602,10 +624,12 @@ TrainCommandLine parse_train_command_line(const std::vector<std::string>& args) 
       out.settings.emplace_back(key, value);
     } else {
       fail("unexpected argument '", a,
-           "'; kiln train takes --config FILE, --print-config, --override component=impl and "
-           "--section.key=value settings");
+           "'; kiln train takes --config FILE, --print-config, --dry-run [--world-size N] "
+           "[--json], --override component=impl and --section.key=value settings");
     }
   }
+  KILN_CHECK(out.dry_run || (out.world_size == 0 && !out.json),
+             "--world-size and --json are for --dry-run; a run takes its world from mpirun -n");
   return out;
 }
 

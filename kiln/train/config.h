@@ -227,11 +227,14 @@ ModelConfig resolve_model_config(const TrainConfig& config);
 int64_t grad_accum_steps(const TrainConfig& config, int64_t dp_degree = 1);
 
 // `kiln train`'s arguments, in order:
-//   --config FILE|NAME, --print-config, --override component=impl,
-//   --section.key=value | --section.key value | --bool.key
+//   --config FILE|NAME, --print-config, --dry-run [--world-size N] [--json],
+//   --override component=impl, --section.key=value | --section.key value | --bool.key
 struct TrainCommandLine {
   std::string config;  // empty: the default recipe
   bool print_config = false;
+  bool dry_run = false;  // plan the run, run nothing (dry_run.h)
+  int world_size = 0;    // of the dry run; 0: the one the degrees imply
+  bool json = false;     // the dry run as JSON
   // ("section.key", value) settings and ("--override", spec) in the order given.
   std::vector<std::pair<std::string, std::string>> settings;
 };

@@ -6,6 +6,7 @@
 #include "kiln/base/error.h"
 #include "kiln/compiler/memory_plan.h"
 #include "kiln/compiler/pipeline.h"
+#include "kiln/compiler/remat.h"
 #include "kiln/nn/module.h"
 #include "kiln/optim/accumulate.h"
 #include "kiln/optim/clip.h"
@@ -179,14 +180,24 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
                                           const optim::AdamWState& state,
                                           const std::vector<data::Batch>& batches) const {
   ir::Graph g = prepare_for_device(graph(masters, state, batches), masters[0].device());
+  MemoryEstimate e;
+  // Before optimization, whose fusions do not keep the model's regions.
+  if (std::optional<int64_t> kept = compiler::kept_activation_bytes(g))
+    e.activations = *kept / options_.microbatches;
   if (options_.rung == Rung::graph_trainer) {
     compiler::PassOptions passes = default_pass_options();
     passes.overlap_collectives = options_.overlap_collectives;
     g = compiler::optimize(g, passes);
   }
-  MemoryEstimate e;
-  for (const ir::TypeInfo& t : step_arg_types(masters, state, batches))
-    e.inputs += t.shape.numel() * int64_t(itemsize(t.dtype));
+  // Arguments: masters, m, v (np each), then the scalars and the batches.
+  const size_t np = step_adamw().groups().group.size();
+  std::vector<ir::TypeInfo> args = step_arg_types(masters, state, batches);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const int64_t bytes = args[i].shape.numel() * int64_t(itemsize(args[i].dtype));
+    (i < np ? e.params : i < 3 * np ? e.optimizer_state : e.batch) += bytes;
+  }
+  // The step differentiates the masters.
+  e.gradients = e.params;
   // The graph trainer writes the updates into the donated buffers of
   // masters, m and v (arguments 0..3np-1 -> results M+1..M+3np).
   std::vector<std::pair<int, int>> donated;

@@ -52,10 +52,23 @@ struct StepOptions {
 // What a step is expected to hold at its peak, from a trace of the step
 // (nothing runs) and the memory plan of what it computes: the graph
 // trainer's optimized program, or for the eager rungs the op-by-op graph.
+// Bytes of this rank; the trainer prints it before the first step and
+// `kiln train --dry-run` (dry_run.h) as a table.
 struct MemoryEstimate {
-  int64_t inputs = 0;    // parameters, optimizer state, the batch
-  int64_t computed = 0;  // the plan's peak of activations, gradients and updates
-  int64_t total() const { return inputs + computed; }
+  // The step's arguments, held across steps:
+  int64_t params = 0;           // the masters (this rank's shards)
+  int64_t optimizer_state = 0;  // AdamW's m and v
+  int64_t batch = 0;            // the microbatches and the step's scalars
+  // The memory plan's peak of what the step computes: activations,
+  // compute-dtype parameter copies, gradients, updates and temporaries.
+  int64_t computed = 0;
+  // Two parts of `computed`, not necessarily live at the same time:
+  int64_t gradients = 0;    // one per master, of its type; all live before clipping
+  // Kept for the backward, per microbatch (remat.h); nullopt under
+  // compile.scan_layers, whose blocks are a scan's body.
+  std::optional<int64_t> activations;
+  int64_t inputs() const { return params + optimizer_state + batch; }
+  int64_t total() const { return inputs() + computed; }
 };
 
 struct StepResult {

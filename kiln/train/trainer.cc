@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "kiln/base/error.h"
 #include "kiln/data/bpe_trainer.h"
@@ -32,6 +33,7 @@
 #include "kiln/train/metrics.h"
 #include "kiln/train/parallelize.h"
 #include "kiln/train/peak.h"
+#include "kiln/train/run_setup.h"
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
 #include "kiln/train/tensor_parallel.h"
@@ -48,22 +50,6 @@ const std::string kOptimizerPrefix = "optim.";
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Settings the config accepts (the recipes for clusters use them) that this
-// trainer cannot honour yet: refused up front rather than ignored.
-void check_supported(const TrainConfig& c) {
-  const ParallelismSection& p = c.parallelism;
-  for (auto [key, degree] : {std::pair{"context_parallel_degree", p.context_parallel_degree},
-                             {"pipeline_parallel_degree", p.pipeline_parallel_degree},
-                             {"expert_parallel_degree", p.expert_parallel_degree}})
-    KILN_CHECK(degree <= 1, "parallelism.", key, " = ", degree,
-               ": this trainer runs data and tensor parallelism only for now"
-               " (data_parallel_replicate_degree, data_parallel_shard_degree,"
-               " tensor_parallel_degree); set it to 1");
-  KILN_CHECK(
-      !c.profiler.enable_profiling,
-      "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
 }
 
 std::optional<int32_t> first_token(const Tokenizer& tok, std::initializer_list<const char*> names) {
@@ -140,11 +126,7 @@ class MeshScope {
     std::shared_ptr<dist::ProcessGroup> world = dist::world();
     world->set_timeout(
         std::chrono::milliseconds(int64_t(std::ceil(c.comm.timeout_seconds * 1000))));
-    dist::MeshDegrees d;
-    d.data_parallel_replicate_degree = c.parallelism.data_parallel_replicate_degree;
-    d.data_parallel_shard_degree = c.parallelism.data_parallel_shard_degree;
-    d.tensor_parallel_degree = c.parallelism.tensor_parallel_degree;
-    mesh_ = std::make_shared<dist::DeviceMesh>(world, d);
+    mesh_ = std::make_shared<dist::DeviceMesh>(world, mesh_degrees(c));
     dist::set_current_mesh(mesh_);
   }
   ~MeshScope() { dist::set_current_mesh(previous_); }
@@ -163,7 +145,7 @@ class Run {
  public:
   // `out` is rank 0's; the other ranks print nothing.
   Run(const TrainConfig& c, const MeshScope& mesh, std::ostream& out)
-      : c_(c), mesh_(mesh), out_(mesh.lead() ? out : null_out_) {}
+      : c_(c), mesh_(mesh), out_(mesh.lead() ? out : null_out_), s_(c, mesh.mesh()) {}
   TrainResult go();
 
  private:
@@ -181,29 +163,18 @@ class Run {
   const MeshScope& mesh_;
   std::ostream null_out_{nullptr};  // discards (badbit, no buffer)
   std::ostream& out_;
-  ModelConfig mc_;
-  optim::MixedPrecisionPolicy policy_;
   DataSource src_;
   RunTokenizer tok_;
   std::unique_ptr<data::DataLoader> loader_, val_loader_;
-  std::unique_ptr<CausalLM> model_;
-  std::vector<std::string> names_;
-  std::vector<Shape> shapes_;     // the full parameters'
-  std::vector<Tensor> masters_;   // this rank's shards (the full tensors without SimpleFSDP or TP)
-  TensorParallelPlan tp_;
-  std::shared_ptr<const ParamDistribution> dist_;
-  std::unique_ptr<optim::AdamW> adamw_;
-  optim::AdamWState state_;
+  RunSetup s_;  // the model, its shards, AdamW and the step
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<CheckpointManager> checkpoints_;
-  std::unique_ptr<TrainStep> step_;
   bool memory_reported_ = false;
   const dist::Handshake handshake_ = dist::handshake_mode();
   // The ranks are known to run the same step: the user says so, or the
   // handshake checks it. Then its collectives stay inside its programs.
   bool spmd_safe_step() const { return c_.compile.spmd_safe || handshake_ != dist::Handshake::off; }
   bool handshaken_ = false;
-  int64_t accum_ = 1;
   int64_t start_step_ = 0;
 };
 
@@ -220,12 +191,12 @@ void Run::setup_data() {
   src_ = data_source(c_);
   // Rank 0 learns the tokenizer (when there is none yet) and writes it; the
   // other ranks then load that file.
-  if (mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, mc_, src_, out_);
+  if (mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, s_.mc, src_, out_);
   mesh_.world().barrier().wait();
-  if (!mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, mc_, src_, out_);
+  if (!mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, s_.mc, src_, out_);
   const Tokenizer& tok = *tok_.tokenizer;
-  KILN_CHECK(tok.vocab_size() <= mc_.vocab_size, "the tokenizer ", tok_.path, " has ",
-             tok.vocab_size(), " ids but model.vocab_size is ", mc_.vocab_size,
+  KILN_CHECK(tok.vocab_size() <= s_.mc.vocab_size, "the tokenizer ", tok_.path, " has ",
+             tok.vocab_size(), " ids but model.vocab_size is ", s_.mc.vocab_size,
              ": set --model.vocab_size=", tok.vocab_size(), " or larger");
   auto t0 = Clock::now();
   data::DatasetSpec spec;
@@ -234,8 +205,8 @@ void Run::setup_data() {
   spec.val_fraction = c_.data.val_fraction;
   spec.threads = int(c_.runtime.num_threads);
   data::Dataset ds = data::load_dataset(spec, &tok);
-  KILN_CHECK(ds.train.max_token() < mc_.vocab_size, "the training data holds token id ",
-             ds.train.max_token(), ", outside model.vocab_size = ", mc_.vocab_size);
+  KILN_CHECK(ds.train.max_token() < s_.mc.vocab_size, "the training data holds token id ",
+             ds.train.max_token(), ", outside model.vocab_size = ", s_.mc.vocab_size);
   out_ << "data: " << src_.description << ": " << ds.train.num_documents() << " documents, "
        << ds.train.num_tokens() << " tokens for training, " << ds.val.num_tokens() << " held out ("
        << std::fixed << std::setprecision(1) << seconds_since(t0) << " s)" << std::endl;
@@ -247,7 +218,7 @@ void Run::setup_data() {
   if (c_.data.add_eos)
     lo.packing.eos_id = first_token(tok, {"<|end_of_text|>", "<|endoftext|>", "</s>"});
   lo.local_batch_size = c_.training.local_batch_size;
-  lo.grad_accum_steps = accum_;
+  lo.grad_accum_steps = s_.accum;
   lo.dp_rank = mesh_.mesh()->coordinate("dp");
   lo.dp_world = mesh_.mesh()->size("dp");
   lo.shuffle = c_.data.shuffle;
@@ -269,35 +240,7 @@ void Run::setup_data() {
 }
 
 void Run::setup_model() {
-  const bool fresh_init = c_.checkpoint.initial_load_path.empty();
-  std::unique_ptr<CausalLM> f32_model = build_model(mc_, DType::f32, uint64_t(c_.training.seed));
-  if (!fresh_init) load_hf_weights(*f32_model, c_.checkpoint.initial_load_path);
-  for (auto& [name, p] : f32_model->named_parameters()) {
-    names_.push_back(name);
-    shapes_.push_back(p->shape());
-    masters_.push_back(*p);
-  }
-  // Every rank built the full model from the seed: keep its tp slices.
-  tp_ = TensorParallelPlan(*mesh_.mesh(), mc_, names_);
-  masters_ = tp_.shard(masters_);
-  // The model the steps run; its parameters are replaced by the (cast)
-  // masters in every step, so a bf16 copy starts as zeros.
-  model_ = policy_.param_dtype == DType::f32 ? std::move(f32_model)
-                                             : std::make_unique<CausalLM>(mc_, policy_.param_dtype);
-  tp_.apply(*model_);
-
-  optim::AdamWOptions ao;
-  ao.beta1 = c_.optimizer.beta1;
-  ao.beta2 = c_.optimizer.beta2;
-  ao.eps = c_.optimizer.eps;
-  ao.weight_decay = c_.optimizer.weight_decay;
-  adamw_ = std::make_unique<optim::AdamW>(
-      ao, optim::default_param_groups(names_, masters_, ao.weight_decay,
-                                      c_.optimizer.decay_norms_and_embeddings));
-  dist_ = std::make_shared<const ParamDistribution>(mesh_.mesh(), tp_.local_shapes(shapes_), tp_);
-  masters_ = dist_->shard(masters_);
-  state_ = adamw_->init(masters_);
-
+  s_.build();
   optim::ScheduleOptions so;
   so.lr = c_.optimizer.lr;
   so.warmup_steps = c_.lr_scheduler.warmup_steps;
@@ -305,19 +248,6 @@ void Run::setup_model() {
   so.decay_type = optim::parse_decay_type(c_.lr_scheduler.decay_type);
   so.min_lr_factor = c_.lr_scheduler.min_lr_factor;
   schedule_ = std::make_unique<optim::LRSchedule>(so, c_.training.steps);
-
-  StepOptions step_options;
-  step_options.rung = c_.compile.graph_trainer ? Rung::graph_trainer
-                 : c_.compile.enable      ? Rung::per_block_compile
-                                          : Rung::eager;
-  step_options.microbatches = accum_;
-  step_options.document_mask = c_.data.document_mask;
-  step_options.max_norm = c_.training.max_norm;
-  step_options.remat = compiler::parse_remat_policy(c_.activation_checkpoint.mode);
-  step_options.scan_layers = c_.compile.scan_layers;
-  step_options.overlap_collectives = c_.compile.overlap_collectives;
-  step_options.distribution = dist_;
-  step_ = std::make_unique<TrainStep>(*model_, policy_, *adamw_, step_options);
 }
 
 bool Run::resume() {
@@ -331,21 +261,22 @@ bool Run::resume() {
   LoadedCheckpoint ck = checkpoints_->load(step);
   // Checkpoints hold full tensors: any mesh resumes from any other.
   std::vector<Tensor> full;
-  for (size_t i = 0; i < names_.size(); ++i) {
-    auto it = ck.model.find(names_[i]);
-    KILN_CHECK(it != ck.model.end(), "checkpoint ", ck.path, " has no parameter '", names_[i],
+  for (size_t i = 0; i < s_.names.size(); ++i) {
+    auto it = ck.model.find(s_.names[i]);
+    KILN_CHECK(it != ck.model.end(), "checkpoint ", ck.path, " has no parameter '", s_.names[i],
                "': it was written for another model; use another --job.dump_folder");
-    KILN_CHECK(it->second.shape() == shapes_[i], "checkpoint ", ck.path, ": parameter '",
-               names_[i], "' is ", it->second.shape(), " but the model's is ", shapes_[i],
+    KILN_CHECK(it->second.shape() == s_.shapes[i], "checkpoint ", ck.path, ": parameter '",
+               s_.names[i], "' is ", it->second.shape(), " but the model's is ", s_.shapes[i],
                ": it was written for another model; use another --job.dump_folder");
-    full.push_back(it->second.dtype() == masters_[i].dtype() ? it->second
-                                                             : it->second.to(masters_[i].dtype()));
+    full.push_back(it->second.dtype() == s_.masters[i].dtype()
+                       ? it->second
+                       : it->second.to(s_.masters[i].dtype()));
   }
-  state_ = optim::adamw_state_from_tensors(
-      ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), names_, full, kOptimizerPrefix);
-  masters_ = dist_->shard(tp_.shard(full));
-  state_.m = dist_->shard(tp_.shard(state_.m));
-  state_.v = dist_->shard(tp_.shard(state_.v));
+  s_.state = optim::adamw_state_from_tensors(
+      ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), s_.names, full, kOptimizerPrefix);
+  s_.masters = s_.dist->shard(s_.tp.shard(full));
+  s_.state.m = s_.dist->shard(s_.tp.shard(s_.state.m));
+  s_.state.v = s_.dist->shard(s_.tp.shard(s_.state.v));
   loader_->load_json(ck.loader);
   if (ck.scheduler != schedule_->to_json())
     out_ << "note: the learning-rate schedule differs from the checkpoint's; continuing with "
@@ -358,42 +289,42 @@ bool Run::resume() {
 
 StepResult Run::train_step(double lr) {
   std::vector<data::Batch> batches;
-  for (int64_t a = 0; a < accum_; ++a) batches.push_back(loader_->next());
+  for (int64_t a = 0; a < s_.accum; ++a) batches.push_back(loader_->next());
   if (!memory_reported_ && mesh_.lead()) {
-    MemoryEstimate e = step_->expected_memory(masters_, state_, batches);
-    out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs)
+    MemoryEstimate e = s_.step->expected_memory(s_.masters, s_.state, batches);
+    out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs())
          << " parameters, optimizer state and batch + " << bytes_text(e.computed)
-         << " computed in the step; activation_checkpoint.mode = "
-         << c_.activation_checkpoint.mode << ")" << std::endl;
+         << " computed in the step; activation_checkpoint.mode = " << c_.activation_checkpoint.mode
+         << ")" << std::endl;
     memory_reported_ = true;
   }
   // KILN_SPMD_HANDSHAKE: the ranks agree on the step's graph before its
   // first run (compile) or every run (dispatch).
   if (handshake_ == dist::Handshake::dispatch ||
       (handshake_ == dist::Handshake::compile && !handshaken_)) {
-    dist::spmd_handshake(mesh_.world(), step_->graph(masters_, state_, batches),
+    dist::spmd_handshake(mesh_.world(), s_.step->graph(s_.masters, s_.state, batches),
                          "the training step");
     handshaken_ = true;
   }
   SpmdSafeGuard spmd(spmd_safe_step());
-  return step_->run(masters_, state_, batches, lr);
+  return s_.step->run(s_.masters, s_.state, batches, lr);
 }
 
 double Run::validate() {
-  nn::ParameterScope scope(*model_, dist_->compute_params(masters_, policy_));
+  nn::ParameterScope scope(*s_.model, s_.dist->compute_params(s_.masters, s_.policy));
   val_loader_->reset();
   // Global batches, split over the dp ranks as in training: any mesh
   // evaluates the same samples.
   int64_t batches = c_.validation.steps;
   if (batches == -1)
     batches = std::max<int64_t>(1, val_loader_->windows_per_epoch() /
-                                       (c_.training.local_batch_size * dist_->dp_degree()));
+                                       (c_.training.local_batch_size * s_.dist->dp_degree()));
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
     data::Batch b = val_loader_->next();
     ForwardOptions fo;
     if (c_.data.document_mask) fo.doc_ids = b.doc_ids, fo.positions = b.positions;
-    sum += dist_->mean_loss(model_->forward(b.ids, b.targets, fo).ce_loss).item<float>();
+    sum += s_.dist->mean_loss(s_.model->forward(b.ids, b.targets, fo).ce_loss).item<float>();
   }
   return sum / double(batches);
 }
@@ -402,8 +333,8 @@ double Run::validate() {
 // full tensors. Under tensor parallelism the tp slices are gathered first
 // (collective), so checkpoints never depend on the tp degree.
 std::vector<Tensor> Run::checkpoint_shards(const std::vector<Tensor>& local) const {
-  if (!tp_.enabled()) return local;
-  return ParamDistribution(mesh_.mesh(), shapes_).shard(tp_.unshard(dist_->unshard(local)));
+  if (!s_.tp.enabled()) return local;
+  return ParamDistribution(mesh_.mesh(), s_.shapes).shard(s_.tp.unshard(s_.dist->unshard(local)));
 }
 
 // Every rank takes part; the first replica's dp_shard ranks each write
@@ -412,11 +343,12 @@ std::vector<Tensor> Run::checkpoint_shards(const std::vector<Tensor>& local) con
 std::string Run::save(int64_t step) {
   CheckpointData d;
   d.step = step;
-  std::vector<Tensor> masters = checkpoint_shards(masters_);
-  for (size_t i = 0; i < names_.size(); ++i) d.model.emplace_back(names_[i], masters[i]);
-  optim::AdamWState state{state_.step, checkpoint_shards(state_.m), checkpoint_shards(state_.v)};
-  d.optimizer = optim::adamw_state_tensors(state, names_, kOptimizerPrefix);
-  d.optimizer_state = optim::adamw_state_json(state_, adamw_->options());
+  std::vector<Tensor> masters = checkpoint_shards(s_.masters);
+  for (size_t i = 0; i < s_.names.size(); ++i) d.model.emplace_back(s_.names[i], masters[i]);
+  optim::AdamWState state{s_.state.step, checkpoint_shards(s_.state.m),
+                          checkpoint_shards(s_.state.v)};
+  d.optimizer = optim::adamw_state_tensors(state, s_.names, kOptimizerPrefix);
+  d.optimizer_state = optim::adamw_state_json(s_.state, s_.adamw->options());
   d.scheduler = schedule_->to_json();
   d.loader = loader_->to_json();
   d.rng = rng_to_json(Generator(uint64_t(c_.training.seed)));
@@ -424,22 +356,22 @@ std::string Run::save(int64_t step) {
   d.shard_index = mesh_.mesh()->coordinate("dp_shard");
   d.shard_count = mesh_.mesh()->size("dp_shard");
   const std::string m = kOptimizerPrefix + "m.", v = kOptimizerPrefix + "v.";
-  for (size_t i = 0; i < names_.size(); ++i)
+  for (size_t i = 0; i < s_.names.size(); ++i)
     for (const std::string& prefix : {std::string(), m, v})
-      d.full_rows[prefix + names_[i]] = shapes_[i][0];
+      d.full_rows[prefix + s_.names[i]] = s_.shapes[i][0];
   return save_checkpoint(*checkpoints_, d, *mesh_.mesh());
 }
 
 void Run::export_hf_model() {
   DType dtype = c_.checkpoint.export_dtype == "bfloat16" ? DType::bf16 : DType::f32;
-  std::vector<Tensor> full = tp_.unshard(dist_->unshard(masters_));
+  std::vector<Tensor> full = s_.tp.unshard(s_.dist->unshard(s_.masters));
   if (!mesh_.lead()) {
     synchronize();  // run this rank's part of the gathers before it exits
     return;
   }
-  CausalLM m(mc_, dtype);
+  CausalLM m(s_.mc, dtype);
   nn::StateDict sd;
-  for (size_t i = 0; i < names_.size(); ++i) sd[names_[i]] = full[i];
+  for (size_t i = 0; i < s_.names.size(); ++i) sd[s_.names[i]] = full[i];
   m.load_state_dict(sd);
   std::string dir = (fs::path(c_.job.dump_folder) / "hf").string();
   export_hf(m, tok_.path, dir);
@@ -452,10 +384,7 @@ TrainResult Run::go() {
   else if (!std::getenv("KILN_NUM_THREADS"))  // the ranks of a host share its cores
     set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / dist::local_ranks()));
   EagerModeGuard mode(parse_eager_mode(c_.runtime.eager_mode));
-  mc_ = resolve_model_config(c_);
-  policy_ = optim::MixedPrecisionPolicy::from_name(c_.training.mixed_precision_param);
   const int64_t dp = mesh_.mesh()->size("dp");
-  accum_ = grad_accum_steps(c_, dp);
 
   fs::create_directories(c_.job.dump_folder);
   if (mesh_.lead())
@@ -469,15 +398,15 @@ TrainResult Run::go() {
 
   const int64_t steps = c_.training.steps;
   // Per rank (tps and MFU are per device, as in TorchTitan).
-  const int64_t tokens_per_step = c_.training.local_batch_size * accum_ * c_.training.seq_len;
-  const double flops_per_tok = flops_per_token(mc_, c_.training.seq_len);
-  std::optional<DevicePeak> peak = device_peak(kCPU, policy_.param_dtype);
-  out_ << "model: " << mc_.name << " (" << mc_.family << "), " << param_count(mc_)
-       << " parameters, " << names_.size() << " tensors; " << dtype_name(policy_.param_dtype)
+  const int64_t tokens_per_step = c_.training.local_batch_size * s_.accum * c_.training.seq_len;
+  const double flops_per_tok = flops_per_token(s_.mc, c_.training.seq_len);
+  std::optional<DevicePeak> peak = device_peak(kCPU, s_.policy.param_dtype);
+  out_ << "model: " << s_.mc.name << " (" << s_.mc.family << "), " << param_count(s_.mc)
+       << " parameters, " << s_.names.size() << " tensors; " << dtype_name(s_.policy.param_dtype)
        << " compute, f32 master weights\n"
        << "training: " << steps << " steps of " << tokens_per_step * dp << " tokens ("
        << c_.training.local_batch_size << (dp > 1 ? cat(" x ", dp, " dp ranks") : "") << " x "
-       << accum_ << " microbatches x " << c_.training.seq_len << "), " << num_threads()
+       << s_.accum << " microbatches x " << c_.training.seq_len << "), " << num_threads()
        << " threads, eager mode " << c_.runtime.eager_mode
        << (c_.compile.graph_trainer ? ", graph trainer (the whole step compiled)"
            : c_.compile.enable      ? ", per-block compile"
@@ -493,7 +422,7 @@ TrainResult Run::go() {
                               "--compile.spmd_safe keeps them in the step's programs)"
         : c_.compile.overlap_collectives ? "; collectives in the step's programs, overlapped"
                                          : "; collectives in the step's programs";
-    out_ << "parallelism: " << mesh_.world().size() << " ranks, " << dist_->describe()
+    out_ << "parallelism: " << mesh_.world().size() << " ranks, " << s_.dist->describe()
          << collectives << "; tps and mfu per rank\n";
   }
   out_ << "mfu: "
@@ -532,8 +461,8 @@ TrainResult Run::go() {
     StepResult r = train_step(m.lr);
     m.loss = r.loss;
     m.grad_norm = r.grad_norm;
-    if (policy_.param_dtype == DType::f32 && !dist_->sharded())
-      model_->set_parameters(masters_);  // drop the old copy
+    if (s_.policy.param_dtype == DType::f32 && !s_.dist->sharded())
+      s_.model->set_parameters(s_.masters);  // drop the old copy
     window_seconds += seconds_since(t0);
     window_tokens += tokens_per_step;
     result.last_step = step;
@@ -574,6 +503,29 @@ TrainResult Run::go() {
 }
 
 }  // namespace
+
+void check_supported(const TrainConfig& c) {
+  const ParallelismSection& p = c.parallelism;
+  for (auto [key, what, degree] :
+       {std::tuple{"context_parallel_degree", "context parallelism", p.context_parallel_degree},
+        {"pipeline_parallel_degree", "pipeline parallelism", p.pipeline_parallel_degree},
+        {"expert_parallel_degree", "expert parallelism", p.expert_parallel_degree}})
+    KILN_CHECK(degree <= 1, "parallelism.", key, " = ", degree, " asks for ", what,
+               ", which is not implemented yet: this trainer runs data and tensor parallelism"
+               " (data_parallel_replicate_degree, data_parallel_shard_degree,"
+               " tensor_parallel_degree); set it to 1");
+  KILN_CHECK(
+      !c.profiler.enable_profiling,
+      "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
+}
+
+dist::MeshDegrees mesh_degrees(const TrainConfig& c) {
+  dist::MeshDegrees d;
+  d.data_parallel_replicate_degree = c.parallelism.data_parallel_replicate_degree;
+  d.data_parallel_shard_degree = c.parallelism.data_parallel_shard_degree;
+  d.tensor_parallel_degree = c.parallelism.tensor_parallel_degree;
+  return d;
+}
 
 std::string dump_tokenizer_path(const TrainConfig& config) {
   return (fs::path(config.job.dump_folder) / "tokenizer.json").string();

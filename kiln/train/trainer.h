@@ -26,6 +26,7 @@
 #include <ostream>
 #include <string>
 
+#include "kiln/dist/mesh.h"
 #include "kiln/train/config.h"
 
 namespace kiln::train {
@@ -42,6 +43,14 @@ struct TrainResult {
 // to `out`. Errors (missing data, a bad checkpoint, an unsupported setting)
 // are kiln::Error.
 TrainResult run_training(const TrainConfig& config, std::ostream& out);
+
+// Settings the config accepts (the recipes for clusters use them) that this
+// trainer cannot honour yet: a kiln::Error naming the key, refused up front
+// rather than ignored (by a run and by a dry run alike).
+void check_supported(const TrainConfig& config);
+
+// The device mesh's degrees from --parallelism.*.
+dist::MeshDegrees mesh_degrees(const TrainConfig& config);
 
 // The dump folder's tokenizer.json, where a run keeps the tokenizer it learned.
 std::string dump_tokenizer_path(const TrainConfig& config);

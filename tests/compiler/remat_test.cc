@@ -118,6 +118,22 @@ TEST(Remat, WhatTheBackwardReads) {
   ir::verify(selective);
 }
 
+TEST(Remat, KeptActivationBytes) {
+  auto kept = [](RematPolicy p) { return compiler::kept_activation_bytes(traced(p)).value(); };
+  const int64_t none = kept(RematPolicy::none), selective = kept(RematPolicy::selective),
+                full = kept(RematPolicy::full);
+  EXPECT_GT(none, selective);
+  EXPECT_GT(selective, full);
+  // Full keeps each layer's input x (f32 [8, 16]), made by the layer before;
+  // layer 0's is a graph input, made in no region.
+  EXPECT_EQ(full, (kLayers - 1) * 8 * 16 * 4);
+  // A graph without regions has nothing to count.
+  auto plain = test::trace_loss_and_grads(
+      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(square(a[0]))}; },
+      stack_args(8, 16));
+  EXPECT_FALSE(compiler::kept_activation_bytes(plain->graph).has_value());
+}
+
 int count_op(const ir::Graph& g, const std::string& name) {
   int n = 0;
   for (const ir::Node& node : g.nodes()) n += node.op->name == name;

@@ -97,5 +97,17 @@ TEST(DeviceMesh, AWorldOfOneWithoutMpirun) {
   expect_error([&] { mesh.group("tp").send(x.data(), 3, DType::f32, 0); }, "cannot send to itself");
 }
 
+TEST(DeviceMesh, APlanOfAWorldWithoutProcessGroups) {
+  DeviceMesh plan({1, -1, 2}, 8, 5);  // rank 5 = (shard 2, tp 1)
+  EXPECT_EQ(plan.size("dp_shard"), 4);
+  EXPECT_EQ(plan.coordinate("dp_shard"), 2);
+  EXPECT_EQ(plan.coordinate("tp"), 1);
+  expect_error([&] { plan.world(); }, "this mesh is a plan (dp_replicate 1 x dp_shard 4 x tp 2)");
+  expect_error([&] { plan.group("tp"); }, "has no process groups");
+  // The degrees are checked as a run's are.
+  expect_error([] { DeviceMesh({1, 1, 2}, 1, 0); }, "but this run has 1");
+  expect_error([] { DeviceMesh({}, 2, 2); }, "rank 2 is not in a world of 2");
+}
+
 }  // namespace
 }  // namespace kiln::dist

@@ -1,0 +1,69 @@
+#include "kiln/train/dry_run.h"
+
+#include "kiln/base/error.h"
+#include "kiln/data/loader.h"
+#include "kiln/runtime/context.h"
+#include "kiln/runtime/recording.h"
+#include "kiln/train/run_setup.h"
+#include "kiln/train/trainer.h"
+
+namespace kiln::train {
+namespace {
+
+// Tensors made while it lives are pending values of a recording that never
+// runs: shapes and dtypes without memory.
+class PlaceholderScope {
+ public:
+  PlaceholderScope() : guard_(std::make_shared<TraceContext>(Recording::create())) {}
+
+ private:
+  ContextGuard guard_;
+};
+
+// What the loader hands the step, as placeholders (DataLoader::fill's types).
+std::vector<data::Batch> placeholder_batches(const TrainConfig& c, int64_t microbatches) {
+  const Shape shape{c.training.local_batch_size, c.training.seq_len};
+  std::vector<data::Batch> out(static_cast<size_t>(microbatches));
+  for (data::Batch& b : out) {
+    b.ids = zeros(shape, DType::i64);
+    b.targets = zeros(shape, DType::i64);
+    if (c.data.document_mask)
+      b.doc_ids = zeros(shape, DType::i64), b.positions = zeros(shape, DType::i64);
+  }
+  return out;
+}
+
+}  // namespace
+
+int implied_world_size(const TrainConfig& c) {
+  const ParallelismSection& p = c.parallelism;
+  return int(p.data_parallel_replicate_degree * std::max<int64_t>(1, p.data_parallel_shard_degree) *
+             p.tensor_parallel_degree);
+}
+
+DryRun dry_run(const TrainConfig& c, int world_size) {
+  check_supported(c);
+  DryRun out;
+  out.world_size_implied = world_size == 0;
+  out.world_size = world_size == 0 ? implied_world_size(c) : world_size;
+  auto mesh = std::make_shared<dist::DeviceMesh>(mesh_degrees(c), out.world_size, 0);
+  RunSetup s(c, mesh);
+  PlaceholderScope placeholders;
+  s.build(/*load_initial_weights=*/false);
+
+  out.mesh = s.dist->describe();
+  out.model = s.mc;
+  for (size_t i = 0; i < s.names.size(); ++i) {
+    out.params.push_back({s.names[i], s.shapes[i], s.masters[i].shape()});
+    out.param_count += s.shapes[i].numel();
+  }
+  out.flops_per_token = flops_per_token(s.mc, c.training.seq_len);
+  out.microbatches = s.accum;
+  out.rung = c.compile.graph_trainer ? "graph trainer"
+             : c.compile.enable      ? "per-block compile"
+                                     : "eager";
+  out.memory = s.step->expected_memory(s.masters, s.state, placeholder_batches(c, s.accum));
+  return out;
+}
+
+}  // namespace kiln::train

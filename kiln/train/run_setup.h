@@ -1,0 +1,54 @@
+// The model side of a training run, set up from its config on its device
+// mesh: the model the steps run, its parameters (names, full shapes, this
+// rank's f32 master shards), the tensor-parallel plan, the data-parallel
+// distribution, AdamW with its state, and the training step. A real run
+// and a plan of one (`kiln train --dry-run`, dry_run.h) set it up with the
+// same code, so the plan sees the shards, groups and step the run would.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/dist/mesh.h"
+#include "kiln/models/transformer.h"
+#include "kiln/optim/adamw.h"
+#include "kiln/optim/mixed_precision.h"
+#include "kiln/train/config.h"
+#include "kiln/train/parallelize.h"
+#include "kiln/train/step.h"
+#include "kiln/train/tensor_parallel.h"
+
+namespace kiln::train {
+
+class RunSetup {
+ public:
+  // What the config and the mesh decide before anything is built (the
+  // model config, the precision policy, the microbatches per step); a
+  // global batch that does not split over the mesh's dp ranks is an error.
+  RunSetup(const TrainConfig& config, std::shared_ptr<dist::DeviceMesh> mesh);
+  RunSetup(const RunSetup&) = delete;
+  RunSetup& operator=(const RunSetup&) = delete;
+
+  // Builds the model (from the seed, then checkpoint.initial_load_path's
+  // weights when `load_initial_weights`), shards it and sets up AdamW and
+  // the step.
+  void build(bool load_initial_weights = true);
+
+  const TrainConfig& config;
+  const std::shared_ptr<dist::DeviceMesh> mesh;
+  const ModelConfig mc;
+  const optim::MixedPrecisionPolicy policy;
+  const int64_t accum;  // microbatches per optimizer step
+
+  std::unique_ptr<CausalLM> model;
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;    // the full parameters'
+  std::vector<Tensor> masters;  // this rank's shards (the full tensors without SimpleFSDP or TP)
+  TensorParallelPlan tp;
+  std::shared_ptr<const ParamDistribution> dist;
+  std::unique_ptr<optim::AdamW> adamw;
+  optim::AdamWState state;
+  std::unique_ptr<TrainStep> step;
+};
+
+}  // namespace kiln::train
