@@ -93,6 +93,18 @@ def reshape_of_transpose_copies(b, s):  # s: [1]; the reshape copies, b is untou
     return [b * s, r]
 
 
+def contiguous_of_dense_view_aliases(b, s):  # s: [3, 4]
+    v = b.select(0, 1).contiguous()
+    v.mul_(s)
+    return [b, v]
+
+
+def contiguous_of_strided_view_copies(b, s):  # s: [1]
+    v = b.transpose(1, 2).contiguous()
+    v.fill_(0.0)
+    return [b * s, v]
+
+
 PATTERNS = [
     (slice_add, [2, 2, 4]),
     (select_copy_broadcast, [4]),
@@ -107,6 +119,8 @@ PATTERNS = [
     (base_write_then_view_read, [3, 4]),
     (view_write_then_base_write, [2, 4]),
     (reshape_of_transpose_copies, [1]),
+    (contiguous_of_dense_view_aliases, [3, 4]),
+    (contiguous_of_strided_view_copies, [1]),
 ]
 
 

@@ -103,6 +103,18 @@ const std::map<std::string, Body>& patterns() {
          r.fill_(0);
          return std::vector<Tensor>{b * s, r};
        }},
+      {"contiguous_of_dense_view_aliases",
+       [](Tensor b, const Tensor& s) {
+         Tensor v = b.select(0, 1).contiguous();
+         v.mul_(s);
+         return std::vector<Tensor>{b, v};
+       }},
+      {"contiguous_of_strided_view_copies",
+       [](Tensor b, const Tensor& s) {
+         Tensor v = b.transpose(1, 2).contiguous();
+         v.fill_(0);
+         return std::vector<Tensor>{b * s, v};
+       }},
   };
   return p;
 }
