@@ -1,8 +1,8 @@
 // Op declarations. Every op is declared once (in its family's file under
 // kiln/ops) with its attribute schema, its shape/dtype rule, its cost, its
 // fusion class and, where it has them, its vjp rule, its composite, its
-// view rule and the view's inverse (view scatter). The registry is a table filled at static-initialisation time;
-// nothing in kiln switches over op names.
+// view rule and that view's inverse (view scatter). The registry is a table
+// filled at static-initialisation time; nothing in kiln switches over op names.
 #pragma once
 #include <functional>
 #include <optional>

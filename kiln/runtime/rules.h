@@ -1,6 +1,6 @@
-// The calls an op's vjp rule, composite and view scatter receive. Both are written with
-// ordinary tensor ops, so under a trace they emit IR (the backward is more
-// IR) and in eager modes they run.
+// The calls an op's vjp rule, composite and view scatter receive. All are
+// written with ordinary tensor ops, so under a trace they emit IR (the
+// backward is more IR) and in eager modes they run.
 #pragma once
 #include <span>
 #include <vector>
