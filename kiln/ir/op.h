@@ -1,8 +1,8 @@
 // Op declarations. Every op is declared once (in its family's file under
 // kiln/ops) with its attribute schema, its shape/dtype rule, its cost, its
-// fusion class and, where it has them, its vjp rule, its composite and its
-// view rule. The registry is a table filled at static-initialisation time;
-// nothing in kiln switches over op names.
+// fusion class and, where it has them, its vjp rule, its composite, its
+// view rule and that view's inverse (view scatter). The registry is a table
+// filled at static-initialisation time; nothing in kiln switches over op names.
 #pragma once
 #include <functional>
 #include <optional>
@@ -20,6 +20,7 @@ namespace kiln {
 // the rules.
 struct VjpCall;
 struct CompositeCall;
+struct ViewScatterCall;
 }  // namespace kiln
 
 namespace kiln::ir {
@@ -60,6 +61,9 @@ using CompositeFn = std::function<void(CompositeCall&)>;
 // Returns the output layout when the op can be a view of its (single) input
 // without copying, nullopt when it needs a copy (e.g. reshaping a transpose).
 using ViewFn = std::function<std::optional<Layout>(const Layout&, const Attrs&)>;
+// A view op's inverse: the input with the view's elements replaced, how a
+// traced in-place write through the view becomes a functional update.
+using ViewScatterFn = std::function<void(ViewScatterCall&)>;
 
 struct OpDef {
   std::string name;
@@ -71,6 +75,7 @@ struct OpDef {
   VjpFn vjp;             // empty: not differentiable
   CompositeFn composite; // the plain path a fused op is tested against
   ViewFn view;           // set for ops that eager modes run as metadata views
+  ViewScatterFn view_scatter;  // with `view`: empty where writes through it are unsupported
   bool side_effects = false;  // collectives: never dropped, never reordered
 
   // Checks `attrs` against the schema, fills defaults; throws naming the op.

@@ -1,5 +1,7 @@
 // View ops: eager modes run them as metadata over the input's storage (the
-// view rule); graphs and kernels see ordinary ops that copy.
+// view rule); graphs and kernels see ordinary ops that copy. Each view's
+// scatter rule is its inverse: traces turn a write through the view into
+// that functional update of the base (kiln/runtime/view_chain.h).
 #include "kiln/ops/views.h"
 
 #include <algorithm>
@@ -63,6 +65,9 @@ Shape expanded_shape(const Shape& in, const Attrs& a) {
   return target;
 }
 
+// The inverse of a view that keeps every element once, in order.
+void reshape_back(ViewScatterCall& c) { c.result = c.value.reshape(c.base.shape()); }
+
 const OpDef& kReshape = declare({
     .name = "reshape",
     .attrs = {{"shape", AttrKind::ints, std::nullopt}},
@@ -75,6 +80,7 @@ const OpDef& kReshape = declare({
     .fusion = ir::FusionClass::view,
     .vjp = [](VjpCall& c) { c.grads[0] = c.cot(0).reshape(c.inputs[0].shape()); },
     .view = [](const Layout& in, const Attrs& a) { return contiguous_view(in, Shape(a.ints("shape"))); },
+    .view_scatter = reshape_back,
 });
 
 const OpDef& kPermute = declare({
@@ -98,6 +104,12 @@ const OpDef& kPermute = declare({
       Layout out{{}, {}, in.offset};
       for (int64_t d : p) out.shape.push_back(in.shape[d]), out.strides.push_back(in.strides[d]);
       return out;
+    },
+    .view_scatter = [](ViewScatterCall& c) {
+      auto p = permutation(c.attrs, c.base.rank());
+      std::vector<int64_t> inv(p.size());
+      for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = int64_t(i);
+      c.result = c.value.permute(inv);
     },
 });
 
@@ -126,6 +138,10 @@ const OpDef& kSlice = declare({
       out.strides[s.axis] *= s.step;
       return out;
     },
+    .view_scatter = [](ViewScatterCall& c) {
+      const Attrs& a = c.attrs;
+      c.result = slice_scatter(c.base, c.value, a.i("axis"), a.i("start"), a.i("stop"), a.i("step"));
+    },
 });
 
 const OpDef& kExpand = declare({
@@ -143,6 +159,14 @@ const OpDef& kExpand = declare({
       for (int i = lead; i < target.size(); ++i)
         out.strides[i] = in.shape[i - lead] == target[i] ? in.strides[i - lead] : 0;
       return out;
+    },
+    .view_scatter = [](ViewScatterCall& c) {
+      KILN_CHECK(c.value.numel() == c.base.numel(), "in-place write through expand (",
+                 ir::to_string(c.base.type()), " -> ", ir::to_string(c.value.type()),
+                 ") inside traced code: several elements of the view are one element of its "
+                 "base, so the write is ambiguous; write into a copy of the expanded tensor or "
+                 "into the tensor before it was expanded");
+      reshape_back(c);
     },
 });
 
@@ -176,6 +200,7 @@ const OpDef& kSqueeze = declare({
       out.strides.erase(axis);
       return out;
     },
+    .view_scatter = reshape_back,
 });
 
 const OpDef& kUnsqueeze = declare({
@@ -194,6 +219,7 @@ const OpDef& kUnsqueeze = declare({
       out.strides.insert(axis, stride);
       return out;
     },
+    .view_scatter = reshape_back,
 });
 
 // The identity, which compiler passes treat as opaque: no pass looks
@@ -207,6 +233,7 @@ const OpDef& kOptimizationBarrier = declare({
     .fusion = ir::FusionClass::opaque,
     .vjp = [](VjpCall& c) { c.grads[0] = c.cot(0); },
     .view = [](const Layout& in, const Attrs&) -> std::optional<Layout> { return in; },
+    .view_scatter = [](ViewScatterCall& c) { c.result = c.value; },
 });
 
 const OpDef& kCopy = declare({

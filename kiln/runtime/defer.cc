@@ -9,6 +9,7 @@
 #include "kiln/runtime/program_cache.h"
 #include "kiln/runtime/recording.h"
 #include "kiln/runtime/spmd.h"
+#include "kiln/runtime/view_chain.h"
 
 namespace kiln {
 namespace {
@@ -34,26 +35,6 @@ uint64_t node_signature(const ir::Graph& g, const ir::Node& n) {
   return h;
 }
 
-// The layout a view chain gives when applied to its root, or nullopt when
-// some step would need a copy (then the view is computed as its own value).
-std::optional<ir::Layout> chain_layout(const TensorImpl& view, const ir::Layout& root) {
-  if (!view.view_base) return root;
-  std::optional<ir::Layout> base = view.view_base->view_base
-                                       ? chain_layout(*view.view_base, root)
-                                       : std::optional<ir::Layout>(root);
-  if (!base) return std::nullopt;
-  return view.view_op->view(*base, view.view_attrs);
-}
-
-const TensorImpl& chain_root(const TensorImpl& view) {
-  return view.view_base ? chain_root(*view.view_base) : view;
-}
-
-ir::Layout layout_of(const TensorImpl& impl) {
-  if (impl.materialized()) return {impl.shape, impl.strides, impl.offset};
-  return {impl.shape, contiguous_strides(impl.shape), 0};  // a fresh output buffer
-}
-
 class DeferContext final : public Context {
  public:
   std::vector<Tensor> apply(const ir::OpDef& op, std::span<const Tensor> inputs,
@@ -70,12 +51,6 @@ class DeferContext final : public Context {
     std::vector<Tensor> out = trace_->apply(op, inputs, attrs, out_types, device);
     ++t_stats.ops_recorded;
     for (const Tensor& t : out) pending_.push_back(t.impl_ptr());
-    if (op.view && inputs.size() == 1) {
-      TensorImpl& v = out[0].impl();
-      v.view_base = inputs[0].impl_ptr();
-      v.view_op = &op;
-      v.view_attrs = attrs;
-    }
     if (skinny) {
       flush();
       ++t_stats.skinny_collectives;
@@ -110,14 +85,14 @@ class DeferContext final : public Context {
     rec->owner = nullptr;
     if (rec->graph.nodes().empty()) return;
 
-    // Live values become outputs; live views that can alias their base are
-    // attached to it afterwards instead.
+    // Live values become outputs; live views (those that can alias their
+    // base, view_chain.h) are attached to it afterwards instead.
     std::vector<std::shared_ptr<TensorImpl>> outputs, views;
     std::vector<ir::ValueId> ids;
     for (const auto& w : pending) {
       std::shared_ptr<TensorImpl> impl = w.lock();
       if (!impl || impl->recording != rec) continue;
-      if (impl->view_base && chain_layout(*impl, layout_of(chain_root(*impl)))) {
+      if (impl->view_base) {
         views.push_back(impl);
         continue;
       }
@@ -154,7 +129,7 @@ class DeferContext final : public Context {
     }
     for (const auto& impl : views) {
       const TensorImpl& root = chain_root(*impl);
-      ir::Layout l = *chain_layout(*impl, layout_of(root));
+      ir::Layout l = *chain_layout(*impl);
       impl->storage = root.storage;
       impl->strides = l.strides;
       impl->offset = l.offset;

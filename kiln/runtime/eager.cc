@@ -5,6 +5,7 @@
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/defer.h"
+#include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/rules.h"
 
 namespace kiln {
@@ -98,9 +99,21 @@ class EagerContext final : public Context {
     return outs;
   }
 
-  void assign(const Tensor& dst, const Tensor& value) override {
-    ensure_materialized(value);
+  void assign(const Tensor& dst, const Tensor& src) override {
+    ensure_materialized(src);
     ensure_materialized(dst);
+    const TensorImpl& d = dst.impl();
+    for (int i = 0; i < d.shape.size(); ++i)
+      KILN_CHECK(d.strides[i] != 0 || d.shape[i] <= 1, "in-place write into an expanded view (",
+                 ir::to_string(dst.type()), ", stride 0 on dimension ", i, "): several of its "
+                 "elements are one element in memory, so the write is ambiguous; write into a "
+                 "copy of it or into the tensor before it was expanded");
+    // A source overlapping the destination would be read while written.
+    Tensor value = src;
+    if (src.impl().storage == d.storage) {
+      EagerModeGuard mode(debug_ ? EagerMode::debug : EagerMode::strict);  // not a deferred copy
+      value = apply1(KILN_OP("copy"), {src});
+    }
     Device device = dst.device();
     Backend* b = &backend(device);
     run(device,

@@ -23,7 +23,8 @@ class Recording {
 
   // A graph input standing for `t` (deduplicated by handle).
   ir::ValueId capture(const Tensor& t);
-  // The value `t` has in this graph: its own if pending here, else a capture.
+  // The value `t` has in this graph: its own if pending here (a view whose
+  // base was written since is re-derived from it first), else a capture.
   ir::ValueId value_of(const Tensor& t);
   // A pending handle to value `v` of this graph.
   Tensor tensor(ir::ValueId v, Device device);
@@ -51,6 +52,9 @@ class TraceContext : public Context {
   const std::shared_ptr<Recording>& recording() const { return rec_; }
 
  private:
+  // Raises unless a write into `dst` can become an update of a value of this graph.
+  void check_writable(const TensorImpl& dst) const;
+
   std::shared_ptr<Recording> rec_;
   std::optional<Device> lower_for_;
 };

@@ -1,6 +1,6 @@
-// The calls an op's vjp rule and composite receive. Both are written with
-// ordinary tensor ops, so under a trace they emit IR (the backward is more
-// IR) and in eager modes they run.
+// The calls an op's vjp rule, composite and view scatter receive. All are
+// written with ordinary tensor ops, so under a trace they emit IR (the
+// backward is more IR) and in eager modes they run.
 #pragma once
 #include <span>
 #include <vector>
@@ -25,6 +25,13 @@ struct CompositeCall {
   std::span<const Tensor> inputs;
   const ir::Attrs& attrs;
   std::vector<Tensor> outputs;
+};
+
+struct ViewScatterCall {
+  const Tensor& base;   // the view op's input
+  const Tensor& value;  // the view's new value (the view's type)
+  const ir::Attrs& attrs;
+  Tensor result;        // `base` with the view's elements replaced by `value`
 };
 
 }  // namespace kiln

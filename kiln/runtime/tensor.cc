@@ -8,6 +8,7 @@
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/rules.h"
+#include "kiln/runtime/view_chain.h"
 
 namespace kiln {
 
@@ -84,6 +85,12 @@ Tensor Tensor::unsqueeze(int64_t axis) const {
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
+  // A pending dense value is returned itself too, so that writes into the
+  // result reach the tensor in every mode, as in eager mode.
+  if (!impl().materialized()) {
+    std::optional<ir::Layout> l = chain_layout(impl());
+    if (l && kiln::is_contiguous(l->shape, l->strides)) return *this;
+  }
   return apply1(KILN_OP("copy"), {*this});
 }
 

@@ -32,11 +32,14 @@ struct TensorImpl {
   // Pending: value `value` of the graph `recording` is building.
   std::shared_ptr<Recording> recording;
   ir::ValueId value = -1;
-  // A pending view (defer_and_fuse): the view op applied to `view_base`, so
-  // that once materialized it aliases its base's storage as in eager mode.
+  // A pending view: the view op applied to `view_base` (view_chain.h). Once
+  // materialized (defer_and_fuse) it aliases its base's storage as in eager
+  // mode; in a trace a write through it updates the base, and `value` is
+  // re-derived when the base's value is no longer `view_source`.
   std::shared_ptr<TensorImpl> view_base;
   const ir::OpDef* view_op = nullptr;
   ir::Attrs view_attrs;
+  ir::ValueId view_source = -1;
 
   bool materialized() const { return storage != nullptr; }
 };
@@ -80,7 +83,8 @@ class Tensor {
   template <class T> std::vector<T> to_vector() const;  // converted to T
   std::string to_string() const;
 
-  // In-place writes, visible through every view of the same storage.
+  // In-place writes, visible through every view of the same base in every
+  // mode (in traced code a write through a view updates its base).
   Tensor& copy_(const Tensor& src);  // src broadcasts to this shape; dtype converts
   Tensor& add_(const Tensor& other);
   Tensor& mul_(const Tensor& other);
