@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "kiln/autograd/grad.h"
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduction.h"
