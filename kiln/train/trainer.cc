@@ -32,7 +32,7 @@
 #include "kiln/train/distributed_checkpoint.h"
 #include "kiln/train/metrics.h"
 #include "kiln/train/parallelize.h"
-#include "kiln/train/peak.h"
+#include "kiln/train/peak_measure.h"
 #include "kiln/train/run_setup.h"
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
@@ -400,7 +400,11 @@ TrainResult Run::go() {
   // Per rank (tps and MFU are per device, as in TorchTitan).
   const int64_t tokens_per_step = c_.training.local_batch_size * s_.accum * c_.training.seq_len;
   const double flops_per_tok = flops_per_token(s_.mc, c_.training.seq_len);
-  std::optional<DevicePeak> peak = device_peak(kCPU, s_.policy.param_dtype);
+  // Only rank 0 reports MFU, so only it finds (or measures) the peak; the
+  // other ranks wait for it rather than compete for the host's cores.
+  std::optional<DevicePeak> peak;
+  if (mesh_.lead()) peak = run_peak(kCPU, s_.policy.param_dtype, num_threads());
+  mesh_.world().barrier().wait();
   out_ << "model: " << s_.mc.name << " (" << s_.mc.family << "), " << param_count(s_.mc)
        << " parameters, " << s_.names.size() << " tensors; " << dtype_name(s_.policy.param_dtype)
        << " compute, f32 master weights\n"
@@ -426,8 +430,7 @@ TrainResult Run::go() {
          << collectives << "; tps and mfu per rank\n";
   }
   out_ << "mfu: "
-       << (peak ? "against the " + peak->source
-                : "unknown (no device peak: run `kiln bench peak` on a CPU)")
+       << (peak ? "against the " + peak->source : "unknown (no peak known for this device)")
        << "\n"
        << "outputs: " << c_.job.dump_folder << std::endl;
 

@@ -1,4 +1,4 @@
-#include "apps/kiln/gemm_timing.h"
+#include "kiln/train/gemm_timing.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,14 +6,12 @@
 
 #include "kiln/base/error.h"
 #include "kiln/ops/matmul.h"
+#include "kiln/runtime/context.h"
 #include "kiln/runtime/tensor.h"
 #include "kiln/runtime/threads.h"
 
-namespace kiln::cli {
+namespace kiln::train {
 namespace {
-
-constexpr int kBatches = 5;
-constexpr double kBatchSeconds = 0.2;
 
 // Seconds for `calls` products, from the first enqueue to the final sync.
 double run(const Tensor& a, const Tensor& b, const GemmSpec& s, int calls) {
@@ -40,8 +38,11 @@ std::string describe(const GemmSpec& s) {
 GemmTiming time_gemm(const GemmSpec& s) {
   KILN_CHECK(s.m > 0 && s.n > 0 && s.k > 0, "bench gemm: M, N and K must be positive, got ",
              describe(s));
-  KILN_CHECK(s.threads >= 1 && s.iters >= 0, "bench gemm: need threads >= 1 and iters >= 0");
+  KILN_CHECK(s.threads >= 1 && s.iters >= 0 && s.batches >= 1 && s.batch_seconds > 0,
+             "bench gemm: need threads >= 1, iters >= 0, batches >= 1 and batch_seconds > 0");
   ThreadsScope threads(s.threads);
+  // Each call a kernel of its own (a deferring mode would drop the unused products).
+  EagerModeGuard strict(EagerMode::strict);
   // Small values keep every product finite; GEMM speed does not depend on them.
   Tensor a = full(s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 0.01, s.dtype);
   Tensor b = full(s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 0.01, s.dtype);
@@ -49,13 +50,13 @@ GemmTiming time_gemm(const GemmSpec& s) {
   run(a, b, s, 1);  // creates and caches the primitive
   double warm = run(a, b, s, 2) / 2;
   GemmTiming t;
-  t.iters = s.iters > 0 ? s.iters : std::clamp(int(std::ceil(kBatchSeconds / warm)), 1, 10000);
-  t.batches = kBatches;
+  t.iters = s.iters > 0 ? s.iters : std::clamp(int(std::ceil(s.batch_seconds / warm)), 1, 10000);
+  t.batches = s.batches;
   t.seconds = INFINITY;
-  for (int i = 0; i < kBatches; ++i)
+  for (int i = 0; i < s.batches; ++i)
     t.seconds = std::min(t.seconds, run(a, b, s, t.iters) / t.iters);
   t.gflops = 2.0 * double(s.m) * double(s.n) * double(s.k) / t.seconds / 1e9;
   return t;
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::train

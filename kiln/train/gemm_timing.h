@@ -1,12 +1,13 @@
-// Times kiln's own matmul, as a user's program calls it: through the Tensor
-// API, on the device queue, synchronising after each timed batch of calls.
+// Times kiln's own matmul, as training calls it: through the Tensor API, on
+// the device queue, synchronising after each timed batch of calls. Shared by
+// `kiln bench gemm|peak` and the trainer's quick peak measurement.
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "kiln/base/dtype.h"
 
-namespace kiln::cli {
+namespace kiln::train {
 
 struct GemmSpec {
   int64_t m = 0, n = 0, k = 0;
@@ -14,7 +15,9 @@ struct GemmSpec {
   bool ta = false;  // A stored [K,M]
   bool tb = false;  // B stored [N,K] (a Linear weight)
   int threads = 2;
-  int iters = 0;  // calls per timed batch; 0: enough for about 0.2 s
+  int iters = 0;  // calls per timed batch; 0: enough for about batch_seconds
+  int batches = 5;  // timed batches; the best one counts
+  double batch_seconds = 0.2;
 };
 
 struct GemmTiming {
@@ -28,4 +31,4 @@ struct GemmTiming {
 std::string describe(const GemmSpec& s);
 GemmTiming time_gemm(const GemmSpec& s);
 
-}  // namespace kiln::cli
+}  // namespace kiln::train
