@@ -52,6 +52,24 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// Which rung of the execution ladder runs, and the flag for the other end
+// of it.
+std::string execution_text(const TrainConfig& c) {
+  const std::string& mode = c.runtime.eager_mode;
+  const char* scan = c.compile.scan_layers ? ", the layers as one scan" : "";
+  const std::string around = mode == "strict" ? "" : ", eager mode " + mode + " around it";
+  const char* faster = "); the whole step as one program: --compile.graph_trainer";
+  if (c.compile.graph_trainer)
+    return cat("graph trainer (the whole step as one program", scan, around,
+               "); op-by-op eager: --compile.graph_trainer=false");
+  if (c.compile.enable)
+    return cat("per-block compile (each block's forward and backward as one program", scan,
+               around, faster);
+  if (mode == "defer_and_fuse")
+    return cat("defer_and_fuse eager (ops recorded and run as fused programs", scan, faster);
+  return cat(mode, " eager (op by op", scan, faster);
+}
+
 std::optional<int32_t> first_token(const Tokenizer& tok, std::initializer_list<const char*> names) {
   for (const char* n : names)
     if (auto id = tok.token_to_id(n)) return id;
@@ -411,11 +429,8 @@ TrainResult Run::go() {
        << "training: " << steps << " steps of " << tokens_per_step * dp << " tokens ("
        << c_.training.local_batch_size << (dp > 1 ? cat(" x ", dp, " dp ranks") : "") << " x "
        << s_.accum << " microbatches x " << c_.training.seq_len << "), " << num_threads()
-       << " threads, eager mode " << c_.runtime.eager_mode
-       << (c_.compile.graph_trainer ? ", graph trainer (the whole step compiled)"
-           : c_.compile.enable      ? ", per-block compile"
-                                    : "")
-       << "\n";
+       << " threads\n"
+       << "execution: " << execution_text(c_) << "\n";
   if (mesh_.world().size() > 1) {
     // Where collectives run, when the step runs as programs at all.
     const bool programs = c_.compile.graph_trainer || c_.compile.enable ||
