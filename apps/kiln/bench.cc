@@ -50,7 +50,9 @@ void add_gemm(CLI::App& bench) {
     train::GemmTiming t = train::time_gemm(*spec);
     std::cout << std::fixed << std::setprecision(3) << "time per call: " << t.seconds * 1e3
               << " ms (best of " << t.batches << " batches of " << t.iters << " calls)\n";
-    std::cout << std::setprecision(1) << "GFLOP/s: " << t.gflops << "\n";
+    std::cout << std::setprecision(1) << "with the cores to itself: " << t.busy_gflops
+              << " GFLOP/s (the process had " << 100 * t.cpu_share << "% of its threads' time)\n"
+              << "GFLOP/s: " << t.gflops << "\n";
   });
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 
 #include "kiln/base/error.h"
 #include "kiln/ops/matmul.h"
@@ -13,12 +14,24 @@
 namespace kiln::train {
 namespace {
 
-// Seconds for `calls` products, from the first enqueue to the final sync.
-double run(const Tensor& a, const Tensor& b, const GemmSpec& s, int calls) {
+double process_cpu_seconds() {
+  timespec t;
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+struct Batch {
+  double wall = 0, cpu = 0;  // seconds
+};
+
+// `calls` products, from the first enqueue to the final sync.
+Batch run(const Tensor& a, const Tensor& b, const GemmSpec& s, int calls) {
   auto start = std::chrono::steady_clock::now();
+  double cpu0 = process_cpu_seconds();
   for (int i = 0; i < calls; ++i) matmul(a, b, s.ta, s.tb);
   synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+          process_cpu_seconds() - cpu0};
 }
 
 // Restores kiln's thread count when the measurement ends, however it ends.
@@ -48,14 +61,22 @@ GemmTiming time_gemm(const GemmSpec& s) {
   Tensor b = full(s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 0.01, s.dtype);
 
   run(a, b, s, 1);  // creates and caches the primitive
-  double warm = run(a, b, s, 2) / 2;
+  double warm = run(a, b, s, 2).wall / 2;
   GemmTiming t;
   t.iters = s.iters > 0 ? s.iters : std::clamp(int(std::ceil(s.batch_seconds / warm)), 1, 10000);
   t.batches = s.batches;
-  t.seconds = INFINITY;
-  for (int i = 0; i < s.batches; ++i)
-    t.seconds = std::min(t.seconds, run(a, b, s, t.iters) / t.iters);
-  t.gflops = 2.0 * double(s.m) * double(s.n) * double(s.k) / t.seconds / 1e9;
+  t.seconds = t.busy_seconds = INFINITY;
+  Batch total;
+  for (int i = 0; i < s.batches; ++i) {
+    Batch r = run(a, b, s, t.iters);
+    t.seconds = std::min(t.seconds, r.wall / t.iters);
+    t.busy_seconds = std::min(t.busy_seconds, std::min(r.wall, r.cpu / s.threads) / t.iters);
+    total.wall += r.wall, total.cpu += r.cpu;
+  }
+  const double gflop = 2.0 * double(s.m) * double(s.n) * double(s.k) / 1e9;
+  t.gflops = gflop / t.seconds;
+  t.busy_gflops = gflop / t.busy_seconds;
+  t.cpu_share = total.cpu / (s.threads * total.wall);
   return t;
 }
 

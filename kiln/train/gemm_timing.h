@@ -23,6 +23,12 @@ struct GemmSpec {
 struct GemmTiming {
   double seconds = 0;  // per call, best batch
   double gflops = 0;   // 2*M*N*K / seconds, in 1e9/s
+  // As if the threads had kept their cores: per call, the best batch's
+  // process CPU time over the thread count (at most its wall time). Other
+  // processes taking the cores lower gflops, not busy_gflops.
+  double busy_seconds = 0;
+  double busy_gflops = 0;
+  double cpu_share = 0;  // the process's CPU time over threads x wall time, all batches
   int iters = 0;
   int batches = 0;
 };

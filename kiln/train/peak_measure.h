@@ -27,6 +27,9 @@ PeakBudget quick_peak_budget();
 
 // This CPU's best GEMM rate in bf16 and f32 on `threads` kernel threads,
 // `first` timed first (the dtype a run needs); each GEMM logged to `log`.
+// The rate is per CPU second of the threads (GemmTiming::busy_gflops), so a
+// peak measured while other processes hold some cores is not too low (which
+// would put MFU above 100%).
 Peak measure_peak(const PeakBudget& budget, int threads, DType first, std::ostream* log);
 
 // The peak MFU divides by for a run on `device` computing in `compute` on
