@@ -4,13 +4,15 @@
 #include <memory>
 
 #include "apps/kiln/commands.h"
-#include "apps/kiln/gemm_timing.h"
-#include "apps/kiln/peak.h"
 #include "kiln/backend/cpu/cpu_features.h"
 #include "kiln/runtime/threads.h"
+#include "kiln/train/gemm_timing.h"
+#include "kiln/train/peak_measure.h"
 
 namespace kiln::cli {
 namespace {
+
+using train::GemmSpec;
 
 // Readable limits for sizes and counts (CLI::PositiveNumber prints DBL_MAX).
 const CLI::Range kSize(1, 1 << 30);
@@ -42,13 +44,15 @@ void add_gemm(CLI::App& bench) {
       ->check(kCount);
   cmd->callback([spec, dtype] {
     spec->dtype = parse_dtype(*dtype);
-    std::cout << "gemm " << describe(*spec) << " (MxNxK), " << spec->threads
+    std::cout << "gemm " << train::describe(*spec) << " (MxNxK), " << spec->threads
               << " threads, oneDNN isa " << cpu::onednn_isa() << "\n"
               << std::flush;
-    GemmTiming t = time_gemm(*spec);
+    train::GemmTiming t = train::time_gemm(*spec);
     std::cout << std::fixed << std::setprecision(3) << "time per call: " << t.seconds * 1e3
               << " ms (best of " << t.batches << " batches of " << t.iters << " calls)\n";
-    std::cout << std::setprecision(1) << "GFLOP/s: " << t.gflops << "\n";
+    std::cout << std::setprecision(1) << "with the cores to itself: " << t.busy_gflops
+              << " GFLOP/s (the process had " << 100 * t.cpu_share << "% of its threads' time)\n"
+              << "GFLOP/s: " << t.gflops << "\n";
   });
 }
 
@@ -60,16 +64,17 @@ void add_peak(CLI::App& bench) {
       ->check(kCount)
       ->capture_default_str();
   cmd->callback([threads] {
-    std::cout << "measuring the GEMM peak of " << cpu::cpu_model() << " on " << *threads
-              << " threads\n"
+    std::cout << "measuring the GEMM peak of " << cpu::cpu_model() << " (oneDNN isa "
+              << cpu::onednn_isa() << ") on " << *threads << " threads\n"
               << std::flush;
-    Peak p = measure_peak(*threads, std::cout);
+    Peak p = train::measure_peak(train::thorough_peak_budget(), *threads, DType::bf16, &std::cout);
     std::filesystem::path path = peak_cache_path();
     save_peak(p, path);
     std::cout << std::fixed << std::setprecision(1) << "peak bf16: " << p.bf16_gflops
               << " GFLOP/s\n"
               << "peak f32: " << p.f32_gflops << " GFLOP/s\n"
-              << "saved to " << path.string() << "\n";
+              << "saved to " << path.string() << " (for the MFU of runs on " << *threads
+              << " threads)\n";
   });
 }
 

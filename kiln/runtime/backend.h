@@ -17,6 +17,10 @@ class Backend {
   virtual DeviceKind kind() const = 0;
   virtual int device_count() const = 0;
   virtual std::string describe(int index) const = 0;  // one line for `kiln info`
+  // What a measured peak is valid for: the device's model name and the
+  // instruction set its GEMMs dispatch to.
+  virtual std::string model(int index) const = 0;
+  virtual std::string gemm_isa(int index) const = 0;
   virtual CachingAllocator& allocator(int index) = 0;
   virtual DeviceQueue& queue(int index) = 0;
   // Runs on the device queue: copies between a device buffer and the host.

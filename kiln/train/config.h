@@ -138,7 +138,7 @@ struct MetricsSection {
 // (kiln/compiler/collective_schedule.h); off, each blocks where it is traced.
 struct CompileSection {
   bool enable = false;
-  bool graph_trainer = false;
+  bool graph_trainer = false;  // recipes/default.toml turns it on
   bool scan_layers = false;
   bool spmd_safe = false;
   bool overlap_collectives = true;

@@ -1,13 +1,58 @@
 #include "kiln/train/peak.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kiln/base/error.h"
+#include "kiln/io/atomic_file.h"
 #include "kiln/runtime/backend.h"
 
 namespace kiln {
+namespace {
+
+bool same_machine(const Peak& a, const Peak& b) {
+  return a.cpu == b.cpu && a.onednn_isa == b.onednn_isa && a.threads == b.threads;
+}
+
+nlohmann::json to_json(const Peak& p) {
+  return {{"cpu", p.cpu},           {"onednn_isa", p.onednn_isa},   {"threads", p.threads},
+          {"bf16_gflops", p.bf16_gflops}, {"f32_gflops", p.f32_gflops}, {"method", p.method},
+          {"seconds", p.seconds}};
+}
+
+// Holds an exclusive flock on "<path>.lock" while it lives; without a
+// writable directory it holds nothing (the run then measures unlocked).
+class CacheLock {
+ public:
+  explicit CacheLock(const std::filesystem::path& path) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    std::string lock = path.string() + ".lock";
+    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~CacheLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+double peak_gflops(const Peak& p, DType compute) {
+  if (compute == DType::bf16) return p.bf16_gflops;
+  if (compute == DType::f32) return p.f32_gflops;
+  return 0;
+}
 
 std::filesystem::path peak_cache_path() {
   // The same directory as the compile cache's persistent tier.
@@ -24,56 +69,60 @@ std::filesystem::path peak_cache_path() {
   return std::filesystem::path(home) / ".cache" / "kiln" / "peak.json";
 }
 
-void save_peak(const Peak& p, const std::filesystem::path& path) {
-  nlohmann::json j = {{"cpu", p.cpu},
-                      {"onednn_isa", p.onednn_isa},
-                      {"threads", p.threads},
-                      {"bf16_gflops", p.bf16_gflops},
-                      {"f32_gflops", p.f32_gflops},
-                      {"kiln_version", KILN_VERSION}};
+std::vector<Peak> load_peaks(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) return {};
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("measurements") || !j["measurements"].is_array()) return {};
+  std::vector<Peak> out;
+  for (const nlohmann::json& e : j["measurements"]) {
+    try {  // a field of the wrong type makes the entry unusable, not the run fail
+      Peak p;
+      p.cpu = e.value("cpu", "");
+      p.onednn_isa = e.value("onednn_isa", "");
+      p.threads = e.value("threads", 0);
+      p.bf16_gflops = e.value("bf16_gflops", 0.0);
+      p.f32_gflops = e.value("f32_gflops", 0.0);
+      p.method = e.value("method", "");
+      p.seconds = e.value("seconds", 0.0);
+      if (!p.cpu.empty() && p.threads > 0) out.push_back(p);
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  return out;
+}
+
+void save_peak(const Peak& peak, const std::filesystem::path& path) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Peak& p : load_peaks(path))
+    if (!same_machine(p, peak)) list.push_back(to_json(p));
+  list.push_back(to_json(peak));
+  nlohmann::json j = {{"kiln_version", KILN_VERSION}, {"measurements", list}};
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
-  // Written beside the target and renamed, so readers never see half a file.
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << j.dump(2) << "\n";
-    KILN_CHECK(f.good(), "cannot write ", tmp.string(),
-               "; set KILN_CACHE_DIR to a writable directory");
+  try {
+    write_file_atomic(path.string(), j.dump(2) + "\n");
+  } catch (const Error& e) {
+    fail(e.what(), "; set KILN_CACHE_DIR to a writable directory");
   }
-  std::filesystem::rename(tmp, path, ec);
-  KILN_CHECK(!ec, "cannot write ", path.string(), ": ", ec.message());
 }
 
-std::optional<Peak> load_peak(const std::filesystem::path& path) {
-  std::ifstream f(path);
-  if (!f) return std::nullopt;
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  Peak p;
-  p.cpu = j.value("cpu", "");
-  p.onednn_isa = j.value("onednn_isa", "");
-  p.threads = j.value("threads", 0);
-  p.bf16_gflops = j.value("bf16_gflops", 0.0);
-  p.f32_gflops = j.value("f32_gflops", 0.0);
-  return p;
+PeakLookup cached_or_measured_peak(const std::filesystem::path& path, const Peak& key,
+                                   DType compute, const std::function<Peak()>& measure) {
+  CacheLock lock(path);  // a run that waited here finds the other's measurement
+  for (const Peak& p : load_peaks(path))
+    if (same_machine(p, key) && peak_gflops(p, compute) > 0) return {p};
+  PeakLookup r{measure(), true};
+  try {
+    save_peak(r.peak, path);
+  } catch (const Error& e) {
+    r.cache_error = e.what();
+  }
+  return r;
 }
 
-std::optional<DevicePeak> device_peak(Device device, DType compute) {
-  if (device.kind == DeviceKind::cpu) {
-    std::optional<Peak> p;
-    try {
-      p = load_peak(peak_cache_path());
-    } catch (const Error&) {  // no place for a cache: nothing was measured
-    }
-    if (!p) return std::nullopt;
-    double gflops = compute == DType::bf16 ? p->bf16_gflops : p->f32_gflops;
-    if (gflops <= 0) return std::nullopt;
-    return DevicePeak{gflops * 1e9, cat("measured ", dtype_name(compute), " GEMM peak, ",
-                                        p->threads, " threads (kiln bench peak)")};
-  }
-  if (compute != DType::bf16) return std::nullopt;
+std::optional<DevicePeak> table_peak(Device device, DType compute) {
+  if (device.kind == DeviceKind::cpu || compute != DType::bf16) return std::nullopt;
   // Dense bf16 tensor-core peaks from the vendors' data sheets (SXM parts).
   struct Entry {
     const char* name;
@@ -86,7 +135,8 @@ std::optional<DevicePeak> device_peak(Device device, DType compute) {
   std::string name = b->describe(device.index);
   for (const Entry& e : table)
     if (name.find(e.name) != std::string::npos)
-      return DevicePeak{e.tflops * 1e12, cat(e.name, " dense bf16 peak (table)")};
+      return DevicePeak{e.tflops * 1e12, cat(e.tflops, " TFLOP/s ", e.name,
+                                             " dense bf16 peak (data sheet)")};
   return std::nullopt;
 }
 

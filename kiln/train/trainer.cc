@@ -32,7 +32,7 @@
 #include "kiln/train/distributed_checkpoint.h"
 #include "kiln/train/metrics.h"
 #include "kiln/train/parallelize.h"
-#include "kiln/train/peak.h"
+#include "kiln/train/peak_measure.h"
 #include "kiln/train/run_setup.h"
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
@@ -50,6 +50,24 @@ const std::string kOptimizerPrefix = "optim.";
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Which rung of the execution ladder runs, and the flag for the other end
+// of it.
+std::string execution_text(const TrainConfig& c) {
+  const std::string& mode = c.runtime.eager_mode;
+  const char* scan = c.compile.scan_layers ? ", the layers as one scan" : "";
+  const std::string around = mode == "strict" ? "" : ", eager mode " + mode + " around it";
+  const char* faster = "); the whole step as one program: --compile.graph_trainer";
+  if (c.compile.graph_trainer)
+    return cat("graph trainer (the whole step as one program", scan, around,
+               "); op-by-op eager: --compile.graph_trainer=false");
+  if (c.compile.enable)
+    return cat("per-block compile (each block's forward and backward as one program", scan,
+               around, faster);
+  if (mode == "defer_and_fuse")
+    return cat("defer_and_fuse eager (ops recorded and run as fused programs", scan, faster);
+  return cat(mode, " eager (op by op", scan, faster);
 }
 
 std::optional<int32_t> first_token(const Tokenizer& tok, std::initializer_list<const char*> names) {
@@ -400,18 +418,19 @@ TrainResult Run::go() {
   // Per rank (tps and MFU are per device, as in TorchTitan).
   const int64_t tokens_per_step = c_.training.local_batch_size * s_.accum * c_.training.seq_len;
   const double flops_per_tok = flops_per_token(s_.mc, c_.training.seq_len);
-  std::optional<DevicePeak> peak = device_peak(kCPU, s_.policy.param_dtype);
+  // Only rank 0 reports MFU, so only it finds (or measures) the peak; the
+  // other ranks wait for it rather than compete for the host's cores.
+  std::optional<DevicePeak> peak;
+  if (mesh_.lead()) peak = run_peak(kCPU, s_.policy.param_dtype, num_threads());
+  mesh_.world().barrier().wait();
   out_ << "model: " << s_.mc.name << " (" << s_.mc.family << "), " << param_count(s_.mc)
        << " parameters, " << s_.names.size() << " tensors; " << dtype_name(s_.policy.param_dtype)
        << " compute, f32 master weights\n"
        << "training: " << steps << " steps of " << tokens_per_step * dp << " tokens ("
        << c_.training.local_batch_size << (dp > 1 ? cat(" x ", dp, " dp ranks") : "") << " x "
        << s_.accum << " microbatches x " << c_.training.seq_len << "), " << num_threads()
-       << " threads, eager mode " << c_.runtime.eager_mode
-       << (c_.compile.graph_trainer ? ", graph trainer (the whole step compiled)"
-           : c_.compile.enable      ? ", per-block compile"
-                                    : "")
-       << "\n";
+       << " threads\n"
+       << "execution: " << execution_text(c_) << "\n";
   if (mesh_.world().size() > 1) {
     // Where collectives run, when the step runs as programs at all.
     const bool programs = c_.compile.graph_trainer || c_.compile.enable ||
@@ -426,8 +445,7 @@ TrainResult Run::go() {
          << collectives << "; tps and mfu per rank\n";
   }
   out_ << "mfu: "
-       << (peak ? "against the " + peak->source
-                : "unknown (no device peak: run `kiln bench peak` on a CPU)")
+       << (peak ? "against the " + peak->source : "unknown (no peak known for this device)")
        << "\n"
        << "outputs: " << c_.job.dump_folder << std::endl;
 

@@ -39,8 +39,11 @@ class Ladder : public ::testing::TestWithParam<std::string> {
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
 
-  // 20 steps of `recipe` with `flags`; the run's losses and gradient norms.
-  static Curve train(const std::string& recipe, const std::string& name, const std::string& flags) {
+  // 20 steps of `recipe` with `flags`, whose header must name the rung
+  // `execution` (so no rung silently runs another); the losses and
+  // gradient norms.
+  static Curve train(const std::string& recipe, const std::string& name, const std::string& flags,
+                     const std::string& execution) {
     fs::path dump = root_ / (recipe + "_" + name);
     CliRun r = run_cli("train --config " + recipe + " --data.path " +
                        (root_ / "corpus.txt").string() +
@@ -50,6 +53,7 @@ class Ladder : public ::testing::TestWithParam<std::string> {
                        " --lr_scheduler.warmup_steps 2 " +
                        flags);
     EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("\nexecution: " + execution), std::string::npos) << r.output;
     Curve c;
     for (const auto& j : read_metrics(dump.string())) {
       c.loss.push_back(j["loss"].get<double>());
@@ -64,13 +68,28 @@ class Ladder : public ::testing::TestWithParam<std::string> {
 
 fs::path Ladder::root_;
 
-const std::vector<std::pair<std::string, std::string>> kRungs = {
-    {"strict", "--runtime.eager_mode strict"},
-    {"defer_and_fuse", "--runtime.eager_mode defer_and_fuse"},
-    {"per_block_compile", "--compile.enable"},
-    {"graph_trainer", "--compile.graph_trainer"},
-    {"scan_strict", "--compile.scan_layers"},
-    {"scan_graph_trainer", "--compile.scan_layers --compile.graph_trainer"},
+struct Rung {
+  std::string name, flags, execution;  // execution: how the run's header names it
+};
+
+// Every rung's flags set the whole ladder, whatever the recipe chose.
+const std::vector<Rung> kRungs = {
+    {"strict", "--runtime.eager_mode strict --compile.enable=false --compile.graph_trainer=false",
+     "strict eager (op by op)"},
+    {"defer_and_fuse",
+     "--runtime.eager_mode defer_and_fuse --compile.enable=false --compile.graph_trainer=false",
+     "defer_and_fuse eager"},
+    {"per_block_compile",
+     "--runtime.eager_mode strict --compile.enable --compile.graph_trainer=false",
+     "per-block compile"},
+    {"graph_trainer", "--runtime.eager_mode strict --compile.graph_trainer",
+     "graph trainer (the whole step as one program)"},
+    {"scan_strict",
+     "--runtime.eager_mode strict --compile.enable=false --compile.graph_trainer=false"
+     " --compile.scan_layers",
+     "strict eager (op by op, the layers as one scan)"},
+    {"scan_graph_trainer", "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer",
+     "graph trainer (the whole step as one program, the layers as one scan)"},
 };
 
 // Rounds of --override flags that together switch on every registered
@@ -100,10 +119,13 @@ void expect_identical(const Curve& a, const Curve& b, const std::string& what) {
 
 TEST_P(Ladder, EveryRungGivesTheSameBits) {
   const std::string recipe = GetParam();
-  Curve reference = train(recipe, "strict", kRungs[0].second);
+  auto train_rung = [&](const Rung& rung, const std::string& name, const std::string& extra) {
+    return train(recipe, name, rung.flags + extra, rung.execution);
+  };
+  Curve reference = train_rung(kRungs[0], "strict", "");
   for (size_t i = 1; i < kRungs.size(); ++i)
-    expect_identical(reference, train(recipe, kRungs[i].first, kRungs[i].second),
-                     kRungs[i].first + " vs strict");
+    expect_identical(reference, train_rung(kRungs[i], kRungs[i].name, ""),
+                     kRungs[i].name + " vs strict");
   EXPECT_LT(reference.loss.back(), reference.loss.front()) << "the loss should fall";
 
   // The other implementations: the same kernels on every rung, so again
@@ -114,8 +136,8 @@ TEST_P(Ladder, EveryRungGivesTheSameBits) {
   for (size_t i = 0; i < rounds.size(); ++i) {
     SCOPED_TRACE(rounds[i]);
     const std::string name = "alternatives" + std::to_string(i);
-    Curve alt = train(recipe, name + "_strict", kRungs[0].second + rounds[i]);
-    expect_identical(alt, train(recipe, name + "_graph", kRungs[3].second + rounds[i]),
+    Curve alt = train_rung(kRungs[0], name + "_strict", rounds[i]);
+    expect_identical(alt, train_rung(kRungs[3], name + "_graph", rounds[i]),
                      "other implementations, graph trainer vs strict");
     for (size_t s = 0; s < alt.loss.size(); ++s)
       EXPECT_NEAR(alt.loss[s], reference.loss[s], 1e-3 * reference.loss[s]) << "step " << s + 1;
@@ -129,17 +151,19 @@ TEST(LadderAccumulation, GraphTrainerMatchesStrictWithMicrobatches) {
   fs::path root = fs::temp_directory_path() / ("kiln_ladder_accum_" + std::to_string(::getpid()));
   fs::create_directories(root);
   write_grammar_corpus((root / "corpus.txt").string());
-  auto run = [&](const std::string& name, const std::string& flags) {
+  auto run = [&](const Rung& rung) {
+    const std::string& name = rung.name;
     fs::path dump = root / name;
     CliRun r = run_cli("train --config llama3_debug --data.path " + (root / "corpus.txt").string() +
                        " --data.text_split line --job.dump_folder " + dump.string() +
                        " --training.steps 6 --training.seq_len 32 --training.local_batch_size 2"
                        " --training.global_batch_size 6 --metrics.log_freq 1 " +
-                       flags);
+                       rung.flags);
     EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("\nexecution: " + rung.execution), std::string::npos) << r.output;
     return read_losses(dump.string());
   };
-  std::vector<double> strict = run("strict", ""), graph = run("graph", "--compile.graph_trainer");
+  std::vector<double> strict = run(kRungs[0]), graph = run(kRungs[3]);
   EXPECT_EQ(strict.size(), 6u);
   EXPECT_EQ(strict, graph);
   fs::remove_all(root);

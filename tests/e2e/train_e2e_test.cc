@@ -180,6 +180,38 @@ TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {
             read(whole / "checkpoint" / "step-16" / "model.safetensors"));
 }
 
+// The default recipe runs the graph trainer and, with no peak cached yet,
+// measures one so the first run reports MFU; a second run reads the cache.
+TEST_F(TrainE2E, DefaultRecipeRunsTheGraphTrainerWithMfu) {
+  const fs::path cache = root_ / "empty_cache", dump = root_ / "default_recipe";
+  auto run = [&](const std::string& name) {
+    return run_cli("train --data.path " + (root_ / "corpus.txt").string() +
+                       " --data.text_split line --training.steps 2 --validation.enable false"
+                       " --checkpoint.enable false --metrics.log_freq 1 --job.dump_folder " +
+                       (dump / name).string(),
+                   "KILN_CACHE_DIR=" + cache.string());
+  };
+  CliRun first = run("first");
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_NE(first.output.find("\nexecution: graph trainer"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("op-by-op eager: --compile.graph_trainer=false"), std::string::npos)
+      << first.output;
+  EXPECT_NE(first.output.find("f32 GEMM peak on "), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("measured on first use"), std::string::npos) << first.output;
+  EXPECT_EQ(first.output.find("mfu unknown"), std::string::npos) << first.output;
+  EXPECT_TRUE(fs::exists(cache / "peak.json")) << first.output;
+  std::vector<nlohmann::json> metrics = read_metrics((dump / "first").string());
+  ASSERT_EQ(metrics.size(), 2u) << first.output;
+  for (const nlohmann::json& j : metrics) EXPECT_TRUE(j["mfu"].is_number()) << j.dump();
+
+  CliRun second = run("second");
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_NE(second.output.find("measured quickly on first use (cached in " +
+                               (cache / "peak.json").string()),
+            std::string::npos)
+      << second.output;
+}
+
 TEST_F(TrainE2E, PrintConfig) {
   CliRun r = run_cli("train --print-config --training.steps 7 --override attention=flash");
   ASSERT_EQ(r.status, 0) << r.output;

@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kiln/train/peak.h"
 #include "kiln/train/tensorboard.h"
 
 namespace kiln::train {
@@ -111,34 +110,6 @@ TEST(Metrics, LoggerWritesJsonlAndLogsTheRightSteps) {
   EXPECT_EQ(lines[0]["step"], 1);
   EXPECT_EQ(lines[1]["step"], 10);
   EXPECT_EQ(lines[2]["step"], 11);
-  fs::remove_all(dir);
-}
-
-// MFU's denominator: the cached measurement, or nothing at all.
-TEST(Metrics, DevicePeakFromTheCacheOrUnknown) {
-  fs::path dir = temp_dir("peak");
-  const char* old = std::getenv("KILN_CACHE_DIR");
-  std::string saved = old ? old : "";
-  ::setenv("KILN_CACHE_DIR", dir.c_str(), 1);
-  EXPECT_FALSE(device_peak(kCPU, DType::f32).has_value());
-  Peak p;
-  p.threads = 2;
-  p.f32_gflops = 100;
-  p.bf16_gflops = 250;
-  save_peak(p, peak_cache_path());
-  EXPECT_EQ(peak_cache_path(), dir / "peak.json");
-  std::optional<DevicePeak> f32 = device_peak(kCPU, DType::f32),
-                            bf16 = device_peak(kCPU, DType::bf16);
-  ASSERT_TRUE(f32 && bf16);
-  EXPECT_EQ(f32->flops, 100e9);
-  EXPECT_EQ(bf16->flops, 250e9);
-  p.bf16_gflops = 0;  // not measured: unknown, not zero
-  save_peak(p, peak_cache_path());
-  EXPECT_FALSE(device_peak(kCPU, DType::bf16).has_value());
-  if (old)
-    ::setenv("KILN_CACHE_DIR", saved.c_str(), 1);
-  else
-    ::unsetenv("KILN_CACHE_DIR");
   fs::remove_all(dir);
 }
 

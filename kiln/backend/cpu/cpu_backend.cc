@@ -30,6 +30,8 @@ class CpuBackend final : public Backend {
   std::string describe(int) const override {
     return cat("cpu: ", cpu_model(), ", ", num_threads(), " kernel threads");
   }
+  std::string model(int) const override { return cpu_model(); }
+  std::string gemm_isa(int) const override { return onednn_isa(); }
   CachingAllocator& allocator(int) override { return allocator_; }
   DeviceQueue& queue(int) override { return queue_; }
   void copy_to_host(void* host, const void* device, size_t bytes, int) override {
