@@ -34,7 +34,7 @@ void add_numerics_check(CLI::App& app) {
   cmd->prefix_command();
   cmd->footer(
       "Arguments:\n"
-      "  --candidate \"FLAGS\"     the flag set under test, e.g. \"--compile.graph_trainer\"\n"
+      "  --candidate \"FLAGS\"     the flag set under test, e.g. \"--compile.graph_trainer=false\"\n"
       "  --baseline \"FLAGS\"      the reference flag set (default: the recipe as it is)\n"
       "  --steps N               compare after N steps (default 1)\n"
       "  --config, --section.key=VALUE, --override   the recipe both runs share\n"
