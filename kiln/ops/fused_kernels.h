@@ -8,7 +8,8 @@
 // The fused kernels for the existing ops rms_norm and rope need no new
 // functions: their CPU kernels replace the composites under the same names.
 #pragma once
-#include "kiln/ops/model.h"
+#include "kiln/ops/attention.h"
+#include "kiln/ops/cross_entropy.h"
 
 namespace kiln {
 

@@ -1,7 +1,7 @@
 // The SwiGLU MLP as a plain function of basic ops.
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
-#include "kiln/ops/model.h"
+#include "kiln/ops/swiglu.h"
 
 namespace kiln {
 

@@ -3,8 +3,8 @@
 
 #include "kiln/autograd/grad.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/ops/swiglu.h"
 #include "tests/support/oracle.h"
 #include "tests/support/support.h"
 

@@ -1,7 +1,11 @@
 // The model ops (rms_norm, rope, cross_entropy, attention, swiglu) against
 // naive loop references written here, and their gradients against finite
 // differences.
-#include "kiln/ops/model.h"
+#include "kiln/ops/attention.h"
+#include "kiln/ops/cross_entropy.h"
+#include "kiln/ops/rms_norm.h"
+#include "kiln/ops/rope.h"
+#include "kiln/ops/swiglu.h"
 
 #include <gtest/gtest.h>
 
