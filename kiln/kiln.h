@@ -13,7 +13,6 @@
 #include "kiln/ops/rms_norm.h"
 #include "kiln/ops/rope.h"
 #include "kiln/ops/shape.h"
-#include "kiln/ops/swiglu.h"
 #include "kiln/ops/views.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"

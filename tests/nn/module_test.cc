@@ -174,7 +174,10 @@ TEST(Layers, SwiGLUNamesAndValues) {
   Generator g(5);
   mlp.init_parameters(g, 0.5);
   Tensor x = randn({2, 3}, g, DType::f64);
-  Tensor ref = swiglu(x, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight);
+  // From the basic ops; the module runs the fused silu_mul.
+  Tensor gate = matmul(x, mlp.gate_proj.weight, false, true);
+  Tensor up = matmul(x, mlp.up_proj.weight, false, true);
+  Tensor ref = matmul(silu(gate) * up, mlp.down_proj.weight, false, true);
   EXPECT_TRUE(all_close(mlp.forward(x), ref, 1e-12, 1e-14));
 }
 
