@@ -17,6 +17,7 @@ namespace kiln::nn {
 namespace {
 
 using test::all_close;
+using test::error_of;
 
 // A two-level tree: "proj.weight", "proj.bias", "blocks.0.weight", ...
 class Toy : public Module {
@@ -36,15 +37,6 @@ std::vector<std::string> names(Module& m) {
   std::vector<std::string> out;
   for (auto& [n, p] : m.named_parameters()) out.push_back(n);
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Module, NamedParametersDepthFirstInRegistrationOrder) {
