@@ -33,7 +33,8 @@ inline Tensor block_loss(const std::vector<Tensor>& a, const BlockShape& s) {
   Tensor att = scaled_dot_product_attention(q, k, v, {.causal = true});
   att = att.permute({0, 2, 1, 3}).reshape({s.batch, s.seq, s.dim});
   Tensor y = x + matmul(att, a[4], false, true);
-  Tensor m = swiglu(rms_norm(y, a[5], 1e-5), a[6], a[7], a[8]);
+  Tensor n = rms_norm(y, a[5], 1e-5);
+  Tensor m = matmul(silu(matmul(n, a[6], false, true)) * matmul(n, a[7], false, true), a[8], false, true);
   return mean(square(y + m));
 }
 

@@ -1,5 +1,7 @@
 // Fusion: connected elementwise nodes, with an optional final reduction,
 // become one "fused" node (see fused_op.h) that a backend runs as one kernel.
+// Compiler-made fusion, not the hand-written fused kernels of
+// kiln/ops/fused_kernels.h (docs/architecture.md, "Two kinds of fused").
 #pragma once
 #include "kiln/ir/graph.h"
 

@@ -1,5 +1,7 @@
 // The op "fused": a group of elementwise nodes, optionally ending in one
-// reduction, that a backend runs as one kernel. Attributes:
+// reduction, that the compiler's fusion (fuse.h) made and a backend runs as
+// one kernel; not a hand-written fused kernel (kiln/ops/fused_kernels.h).
+// Attributes:
 //   body: the IR text of the group as a graph; its inputs are the fused
 //         node's inputs in order, its outputs the fused node's outputs;
 //   kind: "elementwise": every body node is an elementwise op whose output

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/ops/model.h"
+#include "kiln/ops/rope.h"
 
 namespace kiln {
 

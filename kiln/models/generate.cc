@@ -5,9 +5,10 @@
 #include <numeric>
 
 #include "kiln/base/error.h"
+#include "kiln/ops/attention.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
-#include "kiln/ops/model.h"
+#include "kiln/ops/rope.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {

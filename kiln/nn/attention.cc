@@ -4,10 +4,12 @@
 #include <limits>
 
 #include "kiln/base/error.h"
+#include "kiln/ops/attention.h"
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/ops/rope.h"
 
 namespace kiln::nn {
 

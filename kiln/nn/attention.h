@@ -7,7 +7,7 @@
 
 #include "kiln/nn/component_registry.h"
 #include "kiln/nn/layers.h"
-#include "kiln/ops/model.h"
+#include "kiln/ops/attention.h"
 
 namespace kiln::nn {
 

@@ -1,10 +1,10 @@
 #include "kiln/nn/moe.h"
 
 #include "kiln/base/error.h"
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/matmul.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/topk.h"

@@ -4,7 +4,7 @@
 #pragma once
 #include <optional>
 
-#include "kiln/ops/model.h"
+#include "kiln/ops/rope.h"
 
 namespace kiln::nn {
 

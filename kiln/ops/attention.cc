@@ -3,10 +3,11 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/ops/attention.h"
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/reduction.h"
 
 namespace kiln {

@@ -1,8 +1,9 @@
 // The cross_entropy op: declaration and composite.
+#include "kiln/ops/compute_dtype.h"
+#include "kiln/ops/cross_entropy.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/indexing.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/reduction.h"
 
 namespace kiln {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused_kernels.h"

@@ -1,14 +1,17 @@
-// Fused ops: each is one IR op with a composite built from the basic ops
-// (the reference its CPU kernel is tested against, and the path on devices
-// without a kernel), and a vjp rule that calls a separate backward op, itself
-// with a kernel and a composite. None materialises the large intermediate
+// Hand-written fused ops (not the compiler-made "fused" groups of
+// kiln/compiler/fuse.h; docs/architecture.md, "Two kinds of fused"): each
+// is one IR op with a composite built from the basic ops (the reference its
+// CPU kernel is tested against, and the path on devices without a kernel),
+// and a vjp rule that calls a separate backward op, itself with a kernel and
+// a composite. None materialises the large intermediate
 // the composite does (attention scores, vocabulary logits, per-expert
 // slices). bf16/f16 inputs compute in f32, f64 inputs in f64.
 //
 // The fused kernels for the existing ops rms_norm and rope need no new
 // functions: their CPU kernels replace the composites under the same names.
 #pragma once
-#include "kiln/ops/model.h"
+#include "kiln/ops/attention.h"
+#include "kiln/ops/cross_entropy.h"
 
 namespace kiln {
 

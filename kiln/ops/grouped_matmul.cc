@@ -3,6 +3,7 @@
 // composites never read the group sizes on the host: each row's group comes
 // from comparing its index with the running sums of the sizes, so they also
 // run under a trace.
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused_kernels.h"

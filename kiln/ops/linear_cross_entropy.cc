@@ -1,5 +1,6 @@
 // The linear_cross_entropy op and its backward op: declarations, composites
 // (the full logits matrix, in the compute dtype) and the vjp rule.
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused_kernels.h"

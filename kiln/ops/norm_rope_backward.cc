@@ -1,9 +1,9 @@
 // Backward ops for rms_norm and rope, which the vjp rules of those ops call
 // (one fused pass instead of differentiating their composites op by op).
 // Their composites are the gradient formulas in basic ops.
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 

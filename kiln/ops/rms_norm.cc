@@ -1,8 +1,9 @@
 // The rms_norm op: declaration and composite.
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/ops/rms_norm.h"
 
 namespace kiln {
 namespace ops {

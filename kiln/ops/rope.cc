@@ -2,9 +2,10 @@
 #include <cmath>
 #include <numbers>
 
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/model.h"
+#include "kiln/ops/rope.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {

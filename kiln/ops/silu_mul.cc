@@ -2,6 +2,7 @@
 // op: declarations, composites and the vjp rule. Both are opaque to the
 // compiler's elementwise fusion (they are fused kernels already, and the
 // fused-kernel generator knows only the basic elementwise ops).
+#include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused_kernels.h"

@@ -147,7 +147,8 @@ struct CompileSection {
 // Mesh degrees as in TorchTitan (-1: whatever the others leave), for runs
 // started by `mpirun -n N kiln train`: their product is N. The trainer runs
 // data parallelism (dp_replicate x dp_shard: DDP, SimpleFSDP, HSDP) and
-// refuses the other degrees above 1.
+// tensor parallelism, and refuses context, pipeline and expert degrees
+// above 1 (trainer.cc, check_supported).
 struct ParallelismSection {
   int64_t data_parallel_replicate_degree = 1;
   int64_t data_parallel_shard_degree = -1;

@@ -8,9 +8,11 @@
 //   the optimizer  AdamW with parameter groups, the LR schedule,
 // then resumes from the latest complete checkpoint in the dump folder (or
 // checkpoint.load_step) when checkpointing is enabled, and runs each step:
-//   value_and_grad over the parameters per microbatch (compiled into one
-//   program with compile.enable) -> mean over microbatches -> clip by global
-//   norm -> AdamW at the schedule's lr,
+//   value_and_grad over the parameters per microbatch -> mean over
+//   microbatches -> clip by global norm -> AdamW at the schedule's lr
+//   (eagerly; with compile.enable each transformer block's forward and
+//   backward run as compiled programs, with compile.graph_trainer the whole
+//   step is one program),
 // with validation, metrics and checkpoints at their intervals. SIGINT or
 // SIGTERM finishes the current step, saves a checkpoint (when enabled) and
 // stops the run.

@@ -27,6 +27,7 @@
 #include "kiln/runtime/recording.h"
 #include "kiln/runtime/tensor.h"
 #include "kiln/runtime/threads.h"
+#include "tests/support/temp_dir.h"
 
 namespace kiln::cpu::fused {
 namespace {
@@ -37,17 +38,11 @@ using ir::ValueId;
 // Compiled kernels go to a private cache directory, not the user's; it is
 // removed when the test ends.
 struct PrivateCache {
-  std::string dir;
+  test::TempDir dir;
   PrivateCache() {
-    char d[] = "/tmp/kiln-fused-test-XXXXXX";
-    if (!mkdtemp(d)) return;
-    dir = d;
-    setenv("KILN_CACHE_DIR", d, 1);
-    setenv("KILN_L2_CACHE_DIR", (dir + "/l2").c_str(), 1);
-  }
-  ~PrivateCache() {
-    std::error_code ec;
-    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    if (dir.path().empty()) return;
+    setenv("KILN_CACHE_DIR", dir.path().c_str(), 1);
+    setenv("KILN_L2_CACHE_DIR", (dir.path() + "/l2").c_str(), 1);
   }
 } private_cache;
 

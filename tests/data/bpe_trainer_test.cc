@@ -7,18 +7,11 @@
 #include "kiln/base/error.h"
 #include "kiln/data/bpe_trainer.h"
 #include "kiln/data/tokenizer.h"
+#include "tests/support/support.h"
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using kiln::test::error_of;
 
 TEST(BpeTrainer, MergesTheMostFrequentPairFirst) {
   // One pre-token "aaabdaaabac": pairs aa x4, ab x2, ... so "a a" first; then

@@ -10,11 +10,13 @@
 #include "kiln/data/text_source.h"
 #include "kiln/data/tokenizer.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/support.h"
 
 namespace kiln::data {
 namespace {
 
 using Docs = std::vector<std::string>;
+using test::error_of;
 
 Docs split(std::string_view text, TextSplit how, bool jsonl = false) {
   TextSourceOptions o;
@@ -22,15 +24,6 @@ Docs split(std::string_view text, TextSplit how, bool jsonl = false) {
   Docs out;
   split_documents(text, "test.txt", jsonl, o, [&](std::string_view d) { out.emplace_back(d); });
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(TextSource, Splits) {

@@ -15,8 +15,11 @@
 #include "kiln/data/pretokenize.h"
 #include "kiln/data/tokenizer.h"
 #include "kiln/data/utf8.h"
+#include "tests/support/support.h"
 
 namespace {
+
+using kiln::test::error_of;
 
 namespace fs = std::filesystem;
 using kiln::Tokenizer;
@@ -26,17 +29,6 @@ fs::path assets() { return fs::path(KILN_SOURCE_DIR) / ".." / "shared" / "assets
 
 #define REQUIRE_ASSETS()                                                        \
   if (!fs::is_directory(assets())) GTEST_SKIP() << "no " << assets() << " here"
-
-// The error message of running f, or "" if it did not throw kiln::Error.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 fs::path temp_dir() { return fs::temp_directory_path() / ("kiln_tokenizer_test_" + std::to_string(getpid())); }
 

@@ -11,15 +11,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "kiln/io/safetensors.h"
 #include "tests/support/cli.h"
 #include "tests/support/support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
 
 namespace kiln::test {
@@ -54,15 +54,14 @@ const std::vector<Mesh> kTensorParallelMeshes = {
 class DataParallel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = fs::temp_directory_path() / ("kiln_dp_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    temp_.emplace();
+    root_ = temp_->path();
     write_grammar_corpus((root_ / "corpus.txt").string());
     CliRun r = kiln(kOneRank, "reference", "");
     ASSERT_EQ(r.status, 0) << r.output;
     reference_ = curve("reference");
   }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static void TearDownTestSuite() { temp_.reset(); }
 
   // The arguments of `kiln train` on `mesh` into <root>/<dump>. The
   // tokenizer of the first run is shared (learning it again gives the same).
@@ -123,10 +122,12 @@ class DataParallel : public ::testing::Test {
     expect_same_as_eager(m, "graph_spmd_safe", "--compile.graph_trainer --compile.spmd_safe=true");
   }
 
+  static std::optional<TempDir> temp_;
   static fs::path root_;
   static Curve reference_;
 };
 
+std::optional<TempDir> DataParallel::temp_;
 fs::path DataParallel::root_;
 Curve DataParallel::reference_;
 

@@ -5,11 +5,12 @@
 // own, not how far the host ran ahead of the device queue). The expected
 // peak is printed before the first step.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "tests/support/cli.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
 
 namespace kiln::test {
@@ -25,11 +26,11 @@ struct TrainedRun {
 class ActivationMemory : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = fs::temp_directory_path() / ("kiln_actmem_e2e_" + std::to_string(::getpid()));
-    fs::create_directories(root_);
+    temp_.emplace();
+    root_ = temp_->path();
     write_grammar_corpus((root_ / "corpus.txt").string());
   }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static void TearDownTestSuite() { temp_.reset(); }
 
   static TrainedRun train(const std::string& name, const std::string& flags) {
     fs::path dump = root_ / name;
@@ -53,9 +54,11 @@ class ActivationMemory : public ::testing::Test {
 
   static void expect_policy_works(const std::string& name, const std::string& rung);
 
+  static std::optional<TempDir> temp_;
   static fs::path root_;
 };
 
+std::optional<TempDir> ActivationMemory::temp_;
 fs::path ActivationMemory::root_;
 
 void ActivationMemory::expect_policy_works(const std::string& name, const std::string& rung) {

@@ -7,6 +7,7 @@
 
 #include "kiln/runtime/compile_cache.h"
 #include "tests/support/cli.h"
+#include "tests/support/temp_dir.h"
 
 namespace kiln {
 namespace {
@@ -17,14 +18,12 @@ using test::run_cli;
 class CacheCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_cache_e2e_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(temp_.path().empty());
+    dir_ = temp_.path();
     l2_ = (dir_ / "l2").string();
     l3_ = (dir_ / "l3").string();
     env_ = "KILN_CACHE= KILN_L2_CACHE_DIR=" + l2_ + " KILN_CACHE_DIR=" + l3_;
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   CompileCache::Options options(bool l2, bool l3) {
     CompileCache::Options o;
@@ -34,6 +33,7 @@ class CacheCli : public ::testing::Test {
   }
   static CacheKey key(uint64_t n) { return {{n, 1, 2}, "program"}; }
 
+  test::TempDir temp_;
   fs::path dir_;
   std::string l2_, l3_, env_;
 };

@@ -14,10 +14,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "kiln/models/model_fields.h"
 #include "kiln/train/config.h"
 #include "tests/support/cli.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
 
 namespace kiln::test {
@@ -32,12 +34,11 @@ struct Curve {
 class Ladder : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
-    root_ = fs::temp_directory_path() / ("kiln_ladder_e2e_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    temp_.emplace();
+    root_ = temp_->path();
     write_grammar_corpus((root_ / "corpus.txt").string());
   }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static void TearDownTestSuite() { temp_.reset(); }
 
   // 20 steps of `recipe` with `flags`, whose header must name the rung
   // `execution` (so no rung silently runs another); the losses and
@@ -63,9 +64,11 @@ class Ladder : public ::testing::TestWithParam<std::string> {
     return c;
   }
 
+  static std::optional<TempDir> temp_;
   static fs::path root_;
 };
 
+std::optional<TempDir> Ladder::temp_;
 fs::path Ladder::root_;
 
 struct Rung {

@@ -2,11 +2,11 @@
 // bit-identical to strict eager; bf16 compute differs materially (exit 2);
 // a missing --candidate is a one-line error.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
 #include "tests/support/cli.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
 
 namespace kiln::test {
@@ -17,11 +17,9 @@ namespace fs = std::filesystem;
 class NumericsCheckE2E : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("kiln_numerics_e2e_" + std::to_string(::getpid()));
-    fs::create_directories(root_);
+    root_ = temp_.path();
     write_grammar_corpus((root_ / "corpus.txt").string());
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   CliRun check(const std::string& candidate) {
     return run_cli("numerics-check --config llama3_debug --data.path " +
@@ -30,6 +28,7 @@ class NumericsCheckE2E : public ::testing::Test {
                    root_.string() + " --candidate \"" + candidate + "\"");
   }
 
+  TempDir temp_;
   fs::path root_;
 };
 

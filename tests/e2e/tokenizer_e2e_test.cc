@@ -12,6 +12,8 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "tests/support/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -24,11 +26,7 @@ struct CliRun {
 
 class TokenizerCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kiln_tokenizer_e2e_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = temp_.path(); }
 
   fs::path write(const std::string& name, const std::string& contents) {
     std::ofstream(dir_ / name, std::ios::binary) << contents;
@@ -64,6 +62,7 @@ class TokenizerCli : public ::testing::Test {
     return dir_ / "tok.json";
   }
 
+  kiln::test::TempDir temp_;
   fs::path dir_;
 };
 

@@ -14,10 +14,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "kiln/models/model_fields.h"
 #include "tests/support/cli.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
 
 namespace kiln::test {
@@ -28,12 +30,11 @@ namespace fs = std::filesystem;
 class TrainE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = fs::temp_directory_path() / ("kiln_train_e2e_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    temp_.emplace();
+    root_ = temp_->path();
     write_grammar_corpus((root_ / "corpus.txt").string());
   }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static void TearDownTestSuite() { temp_.reset(); }
 
   // The flags of a small, fast run of the Llama debug recipe into `dump`.
   static std::string train_args(const fs::path& dump, int steps) {
@@ -44,9 +45,11 @@ class TrainE2E : public ::testing::Test {
            " --checkpoint.enable --checkpoint.interval 4 --lr_scheduler.warmup_steps 2";
   }
 
+  static std::optional<TempDir> temp_;
   static fs::path root_;
 };
 
+std::optional<TempDir> TrainE2E::temp_;
 fs::path TrainE2E::root_;
 
 // Starts `kiln <args>` (output to `log`), waits until metrics.jsonl in

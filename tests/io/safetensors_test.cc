@@ -13,26 +13,13 @@
 
 #include "kiln/base/error.h"
 #include "kiln/io/atomic_file.h"
+#include "tests/support/temp_dir.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_safetensors_XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (fs::path(path_) / name).string(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 // A file with an explicit header length (normally header.size()), header and data.
 void write_raw(const std::string& path, const std::string& header, const std::string& data,
@@ -94,7 +81,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndShape) {
   // A strided view is written as its logical (row-major) contents.
   Tensor base = sample(DType::f32, {4, 6});
   tensors.emplace_back("transposed", base.t());
-  std::string path = dir.file("all.safetensors");
+  std::string path = dir / "all.safetensors";
   save_safetensors(path, tensors, {{"format", "pt"}, {"note", "kiln test"}});
   EXPECT_FALSE(fs::exists(path + ".tmp." + std::to_string(::getpid())));
 
@@ -120,7 +107,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndShape) {
 
 TEST(Safetensors, HeaderIsPaddedAndDataIsAligned) {
   TempDir dir;
-  std::string path = dir.file("a.safetensors");
+  std::string path = dir / "a.safetensors";
   save_safetensors(path, {{"x", sample(DType::f32, {3})}});
   std::ifstream in(path, std::ios::binary);
   uint64_t len = 0;
@@ -140,8 +127,8 @@ TEST(Safetensors, ReadsAHandWrittenFile) {
   std::string header =
       R"({"y":{"dtype":"I64","shape":[1],"data_offsets":[8,16]},)"
       R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"k":"v"}}  )";
-  write_raw(dir.file("h.safetensors"), header, data);
-  SafetensorsFile f(dir.file("h.safetensors"));
+  write_raw(dir / "h.safetensors", header, data);
+  SafetensorsFile f(dir / "h.safetensors");
   EXPECT_EQ(f.names(), (std::vector<std::string>{"x", "y"}));  // data order
   EXPECT_EQ(f.get("x").to_vector<float>(), (std::vector<float>{1.5f, -2.0f}));
   EXPECT_EQ(f.get("y").to_vector<int64_t>(), (std::vector<int64_t>{-7}));
@@ -152,8 +139,8 @@ TEST(Safetensors, ReadsAHandWrittenFile) {
 
 TEST(Safetensors, EmptyFileIsValid) {
   TempDir dir;
-  save_safetensors(dir.file("e.safetensors"), {});
-  SafetensorsFile f(dir.file("e.safetensors"));
+  save_safetensors(dir / "e.safetensors", {});
+  SafetensorsFile f(dir / "e.safetensors");
   EXPECT_TRUE(f.entries().empty());
 }
 
@@ -162,7 +149,7 @@ TEST(Safetensors, EmptyFileIsValid) {
 class BadSafetensors : public ::testing::Test {
  protected:
   TempDir dir;
-  std::string path = dir.file("bad.safetensors");
+  std::string path = dir / "bad.safetensors";
   void expect_bad(const std::string& header, const std::string& data,
                   std::initializer_list<std::string> parts) {
     write_raw(path, header, data);
@@ -180,7 +167,7 @@ class BadSafetensors : public ::testing::Test {
 };
 
 TEST_F(BadSafetensors, MissingFile) {
-  expect_error([&] { SafetensorsFile f(dir.file("nope.safetensors")); },
+  expect_error([&] { SafetensorsFile f(dir / "nope.safetensors"); },
                {"cannot open", "nope.safetensors"});
 }
 
@@ -376,17 +363,17 @@ TEST_F(BadSafetensors, CorruptionsAreErrorsNeverCrashes) {
 TEST(SafetensorsWriter, RejectsBadNamesAndPaths) {
   TempDir dir;
   Tensor x = sample(DType::f32, {2});
-  expect_error([&] { save_safetensors(dir.file("a"), {{"x", x}, {"x", x}}); }, {"appears twice"});
+  expect_error([&] { save_safetensors(dir / "a", {{"x", x}, {"x", x}}); }, {"appears twice"});
   expect_error(
       [&] {
-        save_safetensors(dir.file("a"), {{"__metadata__", x}});
+        save_safetensors(dir / "a", {{"__metadata__", x}});
       },
       {"invalid tensor name"});
-  expect_error([&] { save_safetensors(dir.file("a"), {{"", x}}); }, {"invalid tensor name"});
-  expect_error([&] { save_safetensors(dir.file("a"), {{"u", Tensor()}}); }, {"undefined"});
+  expect_error([&] { save_safetensors(dir / "a", {{"", x}}); }, {"invalid tensor name"});
+  expect_error([&] { save_safetensors(dir / "a", {{"u", Tensor()}}); }, {"undefined"});
   expect_error(
       [&] {
-        save_safetensors(dir.file("no/such/dir/a.safetensors"), {{"x", x}});
+        save_safetensors(dir.path() + "/no/such/dir/a.safetensors", {{"x", x}});
       },
       {"cannot write", "no/such/dir/a.safetensors"});
   EXPECT_TRUE(fs::is_empty(dir.path()));  // nothing half-written is left behind
@@ -394,7 +381,7 @@ TEST(SafetensorsWriter, RejectsBadNamesAndPaths) {
 
 TEST(SafetensorsWriter, ReplacesAnExistingFile) {
   TempDir dir;
-  std::string path = dir.file("w.safetensors");
+  std::string path = dir / "w.safetensors";
   save_safetensors(path, {{"x", sample(DType::f32, {2})}});
   save_safetensors(path, {{"y", sample(DType::i32, {3})}});
   SafetensorsFile f(path);
@@ -403,7 +390,7 @@ TEST(SafetensorsWriter, ReplacesAnExistingFile) {
 
 TEST(AtomicFile, UncommittedWritesLeaveNothing) {
   TempDir dir;
-  std::string path = dir.file("f.txt");
+  std::string path = dir / "f.txt";
   write_file_atomic(path, "old");
   {
     AtomicFile f(path);
@@ -417,7 +404,7 @@ TEST(AtomicFile, UncommittedWritesLeaveNothing) {
 
 TEST(AtomicDir, PublishesAndReplacesWhole) {
   TempDir dir;
-  std::string path = dir.file("model");
+  std::string path = dir / "model";
   {
     AtomicDir d(path);
     write_file_atomic(d.temp_path() + "/a", "1");

@@ -9,8 +9,9 @@
 #include <cmath>
 
 #include "kiln/kiln.h"
-#include "kiln/ops/fused_kernels.h"
 #include "kiln/nn/rotary.h"
+#include "kiln/ops/fused_kernels.h"
+#include "kiln/ops/rope.h"
 #include "tests/support/support.h"
 
 namespace kiln::nn {

@@ -16,6 +16,8 @@
 namespace kiln {
 namespace {
 
+using test::error_of;
+
 int test_attention_calls = 0;
 
 // The composite, counting its calls.
@@ -33,16 +35,6 @@ const nn::Registration<nn::LossFn> kDoubled(
     [](const Tensor& h, const Tensor& w, const Tensor& targets, int64_t ignore_index) {
       return nn::loss_impls().get("composite")(h, w, targets, ignore_index) * 2.0;
     });
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 #define EXPECT_CONTAINS(text, needle) \
   EXPECT_NE(std::string(text).find(needle), std::string::npos) << (text)

@@ -17,6 +17,7 @@ namespace kiln::nn {
 namespace {
 
 using test::all_close;
+using test::error_of;
 
 // A two-level tree: "proj.weight", "proj.bias", "blocks.0.weight", ...
 class Toy : public Module {
@@ -36,15 +37,6 @@ std::vector<std::string> names(Module& m) {
   std::vector<std::string> out;
   for (auto& [n, p] : m.named_parameters()) out.push_back(n);
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Module, NamedParametersDepthFirstInRegistrationOrder) {
@@ -174,7 +166,10 @@ TEST(Layers, SwiGLUNamesAndValues) {
   Generator g(5);
   mlp.init_parameters(g, 0.5);
   Tensor x = randn({2, 3}, g, DType::f64);
-  Tensor ref = swiglu(x, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight);
+  // From the basic ops; the module runs the fused silu_mul.
+  Tensor gate = matmul(x, mlp.gate_proj.weight, false, true);
+  Tensor up = matmul(x, mlp.up_proj.weight, false, true);
+  Tensor ref = matmul(silu(gate) * up, mlp.down_proj.weight, false, true);
   EXPECT_TRUE(all_close(mlp.forward(x), ref, 1e-12, 1e-14));
 }
 

@@ -1,9 +1,10 @@
-// Composite functions against PyTorch (single ops are in ops_oracle_test).
+// Whole functions against PyTorch (single ops are in ops_oracle_test): the
+// SwiGLU MLP module, forward and gradients.
 #include <gtest/gtest.h>
 
 #include "kiln/autograd/grad.h"
+#include "kiln/nn/mlp.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/reduction.h"
 #include "tests/support/oracle.h"
 #include "tests/support/support.h"
@@ -17,8 +18,12 @@ TEST(CompositesVsTorch, SwigluMlpForwardAndGradients) {
   std::vector<Tensor> args;
   for (const char* n : names) args.push_back(ref.get(std::string("swiglu.") + n));
   Tensor cot = ref.get("swiglu.cot");
+  nn::SwiGLU mlp(args[0].dim(-1), args[1].dim(0), DType::f64);
   auto f = value_and_grad([&](const std::vector<Tensor>& a) {
-    Tensor y = swiglu(a[0], a[1], a[2], a[3]);
+    mlp.gate_proj.weight = a[1];
+    mlp.up_proj.weight = a[2];
+    mlp.down_proj.weight = a[3];
+    Tensor y = mlp.forward(a[0]);
     return std::vector<Tensor>{sum(y * cot), y};
   });
   ValueAndGrad r = f(args);

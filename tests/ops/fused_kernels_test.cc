@@ -13,6 +13,8 @@
 // before the product with v (and bf16 gradients round once more), so bf16
 // gets 2^-6 relative plus a small absolute term.
 #include "kiln/ops/fused_kernels.h"
+#include "kiln/ops/rms_norm.h"
+#include "kiln/ops/rope.h"
 
 #include <gtest/gtest.h>
 

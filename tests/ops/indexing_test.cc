@@ -16,6 +16,7 @@ namespace kiln {
 namespace {
 
 using test::check_gradients;
+using test::error_of;
 using test::random_tensor;
 using test::ravel;
 using test::unravel;
@@ -26,15 +27,6 @@ Tensor random_index(const Shape& shape, int64_t n, uint64_t seed, DType dtype = 
   std::vector<int64_t> v(size_t(shape.numel()));
   for (int64_t& i : v) i = int64_t(rng() % uint64_t(n));
   return from_vector(v, shape).to(dtype);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // ---- Naive references ----

@@ -12,6 +12,7 @@ namespace kiln {
 namespace {
 
 using test::all_close;
+using test::error_of;
 using test::random_tensor;
 
 struct Case {
@@ -200,17 +201,6 @@ TEST(MatmulGrad, AllTransposesAndBroadcasts) {
     EXPECT_TRUE(test::check_gradients(
         [&](const std::vector<Tensor>& x) { return matmul(x[0], x[1], c.ta, c.tb); }, {a, b}));
   }
-}
-
-// Runs f and returns the kiln::Error message it throws ("" if none).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(MatmulErrors, InnerDimMismatchNamesShapes) {

@@ -1,7 +1,10 @@
-// The model ops (rms_norm, rope, cross_entropy, attention, swiglu) against
+// The transformer ops (rms_norm, rope, cross_entropy, attention) against
 // naive loop references written here, and their gradients against finite
 // differences.
-#include "kiln/ops/model.h"
+#include "kiln/ops/attention.h"
+#include "kiln/ops/cross_entropy.h"
+#include "kiln/ops/rms_norm.h"
+#include "kiln/ops/rope.h"
 
 #include <gtest/gtest.h>
 
@@ -421,35 +424,6 @@ TEST(Attention, Gradients) {
         {q, k, v}))
         << c.name;
   }
-}
-
-// ------------------------------------------------------------------ swiglu
-
-TEST(SwiGLU, MatchesLoopReferenceAndDifferentiates) {
-  int64_t T = 3, D = 4, F = 5;
-  Tensor x = random_tensor({T, D}, DType::f64, 40), wg = random_tensor({F, D}, DType::f64, 41);
-  Tensor wu = random_tensor({F, D}, DType::f64, 42), wd = random_tensor({D, F}, DType::f64, 43);
-  std::vector<double> hx = host(x), hg = host(wg), hu = host(wu), hd = host(wd), expect;
-  for (int64_t t = 0; t < T; ++t) {
-    std::vector<double> h(static_cast<size_t>(F));
-    for (int64_t f = 0; f < F; ++f) {
-      double g = 0, u = 0;
-      for (int64_t d = 0; d < D; ++d) {
-        g += hx[size_t(t * D + d)] * hg[size_t(f * D + d)];
-        u += hx[size_t(t * D + d)] * hu[size_t(f * D + d)];
-      }
-      h[size_t(f)] = g / (1 + std::exp(-g)) * u;
-    }
-    for (int64_t d = 0; d < D; ++d) {
-      double o = 0;
-      for (int64_t f = 0; f < F; ++f) o += h[size_t(f)] * hd[size_t(d * F + f)];
-      expect.push_back(o);
-    }
-  }
-  EXPECT_TRUE(all_close(host(swiglu(x, wg, wu, wd)), expect, 1e-12, 1e-12));
-  EXPECT_EQ(swiglu(x.reshape({1, T, D}), wg, wu, wd).shape(), (Shape{1, T, D}));
-  EXPECT_TRUE(check_gradients([](const auto& a) { return swiglu(a[0], a[1], a[2], a[3]); },
-                              {x, wg, wu, wd}));
 }
 
 }  // namespace

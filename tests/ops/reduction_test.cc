@@ -19,6 +19,7 @@ namespace kiln {
 namespace {
 
 using test::all_close;
+using test::error_of;
 using test::random_tensor;
 
 const double kInf = std::numeric_limits<double>::infinity();
@@ -427,15 +428,6 @@ TEST(Reduction, SameBitsForAnyLayout) {
 }
 
 // ---- Errors ----
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(Reduction, ErrorsNameTheOpAndTheProblem) {
   Tensor x = zeros({2, 3});

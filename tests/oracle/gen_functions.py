@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes PyTorch reference data for whole functions rather than single ops:
-view and in-place semantics (tests/runtime/views_oracle_test.cc) and a SwiGLU
-MLP (tests/ops/composites_oracle_test.cc). Each scenario is written out step by
+view and in-place semantics (tests/runtime/views_oracle_test.cc) and the SwiGLU
+MLP module (tests/ops/composites_oracle_test.cc). Each scenario is written out step by
 step in torch here and in kiln in the C++ test; the results must agree.
 """
 import argparse

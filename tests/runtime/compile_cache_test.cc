@@ -25,26 +25,14 @@
 #include <vector>
 
 #include "kiln/base/error.h"
+#include "tests/support/temp_dir.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
 using Options = CompileCache::Options;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_compile_cache_XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& sub) const { return (path_ / sub).string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 CacheKey key(uint64_t n, std::string kind = "program") { return {{n, 0x1234, 0x5678}, std::move(kind)}; }
 

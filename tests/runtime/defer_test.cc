@@ -11,8 +11,8 @@
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
-#include "kiln/ops/model.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/ops/rms_norm.h"
 #include "kiln/runtime/kernel.h"
 #include "tests/support/gradcheck.h"
 

@@ -13,9 +13,12 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/kernel.h"
+#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
+
+using test::error_of;
 
 std::atomic<bool> g_slow_done{false};
 
@@ -29,15 +32,6 @@ const KernelRegistrar test_kernels[] = {
        g_slow_done = true;
      }}},
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(StrictMode, OpsReturnBeforeKernelsFinish) {
   EagerModeGuard mode(EagerMode::strict);

@@ -44,4 +44,13 @@ void expect_error(const std::function<void()>& f, const std::string& part) {
   }
 }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace kiln::test

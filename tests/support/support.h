@@ -18,4 +18,7 @@ namespace kiln::test {
 // Runs `f`, which must throw kiln::Error with `part` in its message.
 void expect_error(const std::function<void()>& f, const std::string& part);
 
+// Runs `f` and returns the message of the kiln::Error it throws, "" if none.
+std::string error_of(const std::function<void()>& f);
+
 }  // namespace kiln::test

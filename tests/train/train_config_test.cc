@@ -11,23 +11,14 @@
 #include "kiln/base/error.h"
 #include "kiln/train/config.h"
 #include "kiln/train/recipes.h"
+#include "tests/support/support.h"
 
 namespace kiln::train {
 namespace {
 
-namespace fs = std::filesystem;
+using test::error_of;
 
-// The message of the kiln::Error `f` throws (fails the test when none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a kiln::Error";
-  return "";
-}
+namespace fs = std::filesystem;
 
 #define EXPECT_CONTAINS(text, part) \
   EXPECT_NE(std::string(text).find(part), std::string::npos) << text

@@ -5,11 +5,9 @@
 // unfused results are the same bits. Self-contained (standard headers only):
 // the code generator embeds this text in the C++ it generates.
 //
-// Write no `a * b + c` here (use std::fma where one rounding is wanted):
-// libkiln is built with GCC's default -ffp-contract=fast, which may fuse
-// such a pattern into an FMA, while generated code is built with
-// -ffp-contract=off so that it never fuses across nodes; a contractible
-// pattern could round differently in the two.
+// libkiln (CMakeLists.txt) and the generated code (fused/toolchain.h) are
+// both built with -ffp-contract=off, so `a * b + c` here rounds twice
+// everywhere; use std::fma where one rounding is wanted.
 #pragma once
 #include <cmath>
 #include <numbers>

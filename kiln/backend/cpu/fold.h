@@ -7,8 +7,8 @@
 // elements in order starting from the identity, and the lanes fold as a
 // fixed tree (fold_lanes); the chunk results then fold in chunk order
 // (combine_chunks). Every kernel that reduces — the eager reduction engine
-// (reduce.h), the fused-kernel interpreter and the generated fused kernels —
-// folds in this order, so they all give the same bits.
+// (reduction_engine.h), the fused-kernel interpreter and the generated fused
+// kernels — folds in this order, so they all give the same bits.
 //
 // Self-contained (standard headers and scalar.h): the fused-kernel code
 // generator embeds this text in the C++ it generates.

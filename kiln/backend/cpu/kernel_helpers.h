@@ -1,18 +1,30 @@
-// Helpers the fused kernels share: scratch memory from the device's caching
-// allocator (so kiln::memory_stats counts it), inputs viewed in their compute
-// type, and row reductions written so that they vectorise while summing in a
+// Helpers the fused kernels share: their dtype dispatch, scratch memory from
+// the device's caching allocator (so kiln::memory_stats counts it), inputs
+// viewed in their compute type, and row reductions written so that they vectorise while summing in a
 // fixed order.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/runtime/backend.h"
 
 namespace kiln::cpu {
+
+// Calls f(tag) for the floating storage types (the fused ops' shape rules
+// admit no others).
+template <class F>
+void visit_floating(DType t, F&& f) {
+  visit_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>)
+      f(tag);
+  });
+}
 
 // An uninitialised buffer of n elements of T from the CPU caching allocator.
 template <class T>

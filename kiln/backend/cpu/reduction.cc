@@ -1,12 +1,13 @@
-// Reduction kernels: sum, mean, max, min, argmax, logsumexp, var, and the
-// softmaxes (reductions along one axis plus an elementwise pass). Floats
-// accumulate in f32 (f64 for f64), integers in i64; all folds go through
-// the engine in reduce.h, so results do not depend on the thread count.
+// The reduction ops' kernels: sum, mean, max, min, argmax, logsumexp, var,
+// and the softmaxes (reductions along one axis plus an elementwise pass).
+// Floats accumulate in f32 (f64 for f64), integers in i64; all folds go
+// through the engine in reduction_engine.h, so results do not depend on the
+// thread count.
 #include <cmath>
 #include <limits>
 
 #include "kiln/backend/cpu/loops.h"
-#include "kiln/backend/cpu/reduce.h"
+#include "kiln/backend/cpu/reduction_engine.h"
 #include "kiln/backend/cpu/vmath.h"
 #include "kiln/base/error.h"
 

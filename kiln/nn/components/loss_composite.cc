@@ -1,7 +1,7 @@
 // Loss "composite": the logits materialised, then kiln::cross_entropy.
 #include "kiln/nn/loss.h"
+#include "kiln/ops/cross_entropy.h"
 #include "kiln/ops/matmul.h"
-#include "kiln/ops/model.h"
 
 namespace kiln::nn {
 namespace {

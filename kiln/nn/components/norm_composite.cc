@@ -1,6 +1,6 @@
 // Norm "composite": the reference the fused rms_norm kernel is tested against.
 #include "kiln/nn/layers.h"
-#include "kiln/ops/model.h"
+#include "kiln/ops/rms_norm.h"
 
 namespace kiln::nn {
 namespace {

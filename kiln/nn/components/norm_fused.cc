@@ -1,6 +1,6 @@
 // Norm "fused": the rms_norm op, whose CPU kernel and backward are fused.
 #include "kiln/nn/layers.h"
-#include "kiln/ops/model.h"
+#include "kiln/ops/rms_norm.h"
 
 namespace kiln::nn {
 namespace {

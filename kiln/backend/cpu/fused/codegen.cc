@@ -306,7 +306,7 @@ class Emitter {
 
   // The column walk (plan.h): an item is chunk c of a tile of neighbouring
   // results; each row of the tile folds into the lanes of its results
-  // (fold.h's order, as reduce.h's column_block), vectorised across them.
+  // (fold.h's order, as reduction_engine.h's column_block), vectorised across them.
   void fold_columns() {
     const Reduction& r = *p_.reduction;
     const ir::ValueId x = r.input;

@@ -18,7 +18,7 @@
 #include "kiln/backend/cpu/fold.h"
 #include "kiln/backend/cpu/fused/plan.h"
 #include "kiln/backend/cpu/parallel.h"
-#include "kiln/backend/cpu/reduce.h"
+#include "kiln/backend/cpu/reduction_engine.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cpu::fused {

@@ -1,4 +1,6 @@
-// The CPU kernel of op "fused" (registered with strided inputs).
+// The CPU kernel of op "fused" (registered with strided inputs), the
+// compiler-made fused groups of kiln/compiler/fuse.h; the hand-written fused
+// kernels are kiln/backend/cpu/<op>.cc.
 //
 // The first call of a body plans it, starts building generated code for it
 // on a background thread pool and runs the interpreter; calls after the

@@ -367,7 +367,7 @@ void Interpreter::fold_rows(Frame& f, int64_t item_begin, int64_t item_end, Acc*
 
 // The column walk: an item is chunk c of a tile of neighbouring results;
 // blocks of whole rows of the tile are evaluated in turn and each row folded
-// into the lanes of its results (fold.h's order, as reduce.h's column_block).
+// into the lanes of its results (fold.h's order, as reduction_engine.h's column_block).
 template <class Acc, class Op>
 void Interpreter::fold_columns(Frame& f, int64_t item_begin, int64_t item_end, Acc* dst,
                                const Op& op) const {

@@ -7,8 +7,8 @@
 // in a private temporary directory (also its TMPDIR), in a process group of
 // its own that is stopped if this process exits before the build ends.
 // -ffp-contract=off keeps a multiply feeding an add two roundings, as they
-// are when separate eager kernels compute them (elementwise_ops.h keeps its
-// functors free of contractible patterns for the same reason);
+// are when separate eager kernels compute them (libkiln is built with it
+// too, CMakeLists.txt);
 // -fno-math-errno only drops errno writes.
 // Parallelism comes from the caller (driver.h), so only `omp simd` is used.
 #pragma once

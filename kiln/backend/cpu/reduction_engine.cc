@@ -1,4 +1,5 @@
-#include "kiln/backend/cpu/reduce.h"
+// The reduction engine's axis planning (reduction_engine.h).
+#include "kiln/backend/cpu/reduction_engine.h"
 
 namespace kiln::cpu {
 
