@@ -19,8 +19,13 @@ foreach(line ${KILN_LAYER_LINES})
   # Header restrictions ({...}) are the include test's business.
   string(REGEX REPLACE "{[^}]*}" "" uses "${CMAKE_MATCH_2}")
   separate_arguments(uses)
+  # The CUDA backend exists only where the toolkit does (cmake/Cuda.cmake).
+  if(folder STREQUAL "backend/cuda" AND NOT KILN_HAVE_CUDA)
+    continue()
+  endif()
   kiln_layer_target(${folder} target)
-  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kiln/${folder}/*.cc)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kiln/${folder}/*.cc
+    ${PROJECT_SOURCE_DIR}/kiln/${folder}/*.cu)
   add_library(${target} SHARED ${sources})
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${target} PUBLIC KILN_VERSION="${PROJECT_VERSION}")
@@ -37,7 +42,7 @@ foreach(line ${KILN_LAYER_LINES})
   list(APPEND KILN_LAYER_TARGETS ${target})
 endforeach()
 
-# `kiln`: every layer, for the CLI, tests and benchmarks. --no-as-needed keeps
-# the libraries whose only job is to register (the CPU backend's kernels).
+# `kiln`: every layer built, for the CLI, tests and benchmarks. --no-as-needed
+# keeps the libraries whose only job is to register (the backends' kernels).
 add_library(kiln INTERFACE)
 target_link_libraries(kiln INTERFACE -Wl,--no-as-needed ${KILN_LAYER_TARGETS} -Wl,--as-needed)

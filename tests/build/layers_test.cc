@@ -84,12 +84,14 @@ const Layer* layer_of(const std::vector<Layer>& layers, const std::string& rel) 
 // Every include of a kiln header that the table does not allow, as
 // "kiln/<file>:<line>: ...". Files directly in kiln/ (the umbrella header)
 // belong to no layer and may include anything, but no layer may include them.
+const std::set<std::string> kSourceExtensions = {".h", ".cc", ".cu", ".cuh"};
+
 std::vector<std::string> check_tree(const fs::path& root, const std::vector<Layer>& layers) {
   std::vector<std::string> errors;
   std::regex include_re(R"(^\s*#\s*include\s*"kiln/([^"]+)\")");
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(root / "kiln"))
-    if (e.is_regular_file() && (e.path().extension() == ".h" || e.path().extension() == ".cc"))
+    if (e.is_regular_file() && kSourceExtensions.count(e.path().extension().string()))
       files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const fs::path& file : files) {

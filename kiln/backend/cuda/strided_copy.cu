@@ -1,0 +1,45 @@
+#include "kiln/backend/cuda/strided_copy.h"
+
+#include <cstdint>
+
+#include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/layout.cuh"
+#include "kiln/backend/cuda/stream.h"
+#include "kiln/base/error.h"
+
+namespace kiln::cuda {
+namespace {
+
+// Elements move as unsigned words of their size: a copy never converts.
+template <class W>
+__global__ void copy_kernel(W* dst, Layout d, const W* src, Layout s, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    dst[offset_of(d, i)] = src[offset_of(s, i)];
+}
+
+template <class W>
+void launch(const TensorRef& dst, const TensorRef& src, long long n) {
+  copy_kernel<W><<<grid_for(n), kBlock, 0, current_stream()>>>(
+      dst.ptr<W>(), layout_of(dst), src.ptr<const W>(), layout_of(src), n);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void strided_copy(const TensorRef& dst, const TensorRef& src) {
+  KILN_CHECK(dst.dtype == src.dtype && dst.shape == src.shape, "CUDA strided copy: ",
+             dtype_name(dst.dtype), to_string(dst.shape), " from ", dtype_name(src.dtype),
+             to_string(src.shape), "; the dtypes and shapes must match");
+  const long long n = dst.numel();
+  if (n == 0) return;
+  switch (itemsize(dst.dtype)) {
+    case 1: return launch<uint8_t>(dst, src, n);
+    case 2: return launch<uint16_t>(dst, src, n);
+    case 4: return launch<uint32_t>(dst, src, n);
+    case 8: return launch<uint64_t>(dst, src, n);
+  }
+  fail("CUDA strided copy: no copy for ", dtype_name(dst.dtype));
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,11 @@
+// Element-by-element copy between strided device buffers of one dtype and
+// shape (src may broadcast with zero strides), on the current stream. The
+// Backend's strided_copy and the copy and view kernels use it.
+#pragma once
+#include "kiln/runtime/kernel.h"
+
+namespace kiln::cuda {
+
+void strided_copy(const TensorRef& dst, const TensorRef& src);
+
+}  // namespace kiln::cuda
