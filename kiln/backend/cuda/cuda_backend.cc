@@ -26,12 +26,12 @@ namespace kiln::cuda {
 namespace {
 
 struct DeviceState {
-  explicit DeviceState(int index) : memory(index), allocator(memory), staging(index, queue) {}
+  DeviceState(int index, cudaStream_t s)
+      : memory(index), allocator(memory), staging(index, s, queue) {}
   DeviceMemory memory;
   CachingAllocator allocator;
   DeviceQueue queue;
   Staging staging;
-  cudaStream_t stream = nullptr;  // made and used by the queue thread
 };
 
 class CudaBackend final : public Backend {
@@ -72,17 +72,15 @@ class CudaBackend final : public Backend {
   // work; synchronize() then also waits for the stream and reports what
   // the GPU raised (a fault in a kernel is only seen there).
   static std::unique_ptr<DeviceState> start(int index) {
-    auto s = std::make_unique<DeviceState>(index);
-    DeviceState* p = s.get();
-    p->queue.set_sync_hook([p] { KILN_CUDA_CHECK(cudaStreamSynchronize(p->stream)); });
-    p->queue.enqueue(
-        [p, index] {
-          KILN_CUDA_CHECK(cudaSetDevice(index));
-          KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
-          bind_thread(index, p->stream);
-        },
-        cat("starting cuda:", index));
-    p->queue.synchronize();
+    cudaStream_t stream = nullptr;
+    {
+      DeviceGuard on(index);
+      KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    }
+    auto s = std::make_unique<DeviceState>(index, stream);
+    s->queue.set_sync_hook([stream] { KILN_CUDA_CHECK(cudaStreamSynchronize(stream)); });
+    s->queue.enqueue([index, stream] { bind_thread(index, stream); }, cat("starting cuda:", index));
+    s->queue.synchronize();
     return s;
   }
 

@@ -1,10 +1,13 @@
 // Host<->device copies through pinned (page-locked) host buffers, which the
-// GPU's copy engines read and write directly, in the device queue's order.
+// GPU's copy engines read and write directly.
 //
-// Uploads from a host thread return as soon as the data is in a pinned
-// chunk: the chunk's copy is a queued task, and the chunk is reused once an
-// event recorded after that copy has completed. Downloads, and uploads made
-// on the queue thread itself (a kernel's), wait for their copy.
+// An upload goes onto the device's stream straight from the calling thread
+// and returns once the data is in a pinned chunk; a chunk is reused once an
+// event recorded after its copy has completed. This keeps the queue's
+// order: the destination is a block no queued task holds (the allocator
+// only hands out blocks whose users have all been launched), and the work
+// that reads it is enqueued after the upload was issued. A download runs as
+// a queued task, after the work before it, and waits for its copy.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -19,36 +22,37 @@ namespace kiln::cuda {
 
 class Staging {
  public:
-  Staging(int device, DeviceQueue& queue) : device_(device), queue_(queue) {}
+  Staging(int device, cudaStream_t stream, DeviceQueue& queue)
+      : device_(device), stream_(stream), queue_(queue) {}
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
 
-  // Bytes a chunk holds, and the chunks an upload may keep in flight.
+  // Bytes a chunk holds, and the most chunks uploads keep in flight.
   static constexpr size_t kChunkBytes = size_t(8) << 20;
   static constexpr size_t kMaxChunks = 16;
 
-  // From any thread (the copy_from_host / copy_to_host of the Backend).
+  // From any thread (the Backend's copy_from_host / copy_to_host).
   void upload(void* device, const void* host, size_t bytes);
   void download(void* host, const void* device, size_t bytes);
 
  private:
   struct Chunk {
     void* host = nullptr;
-    cudaEvent_t copied = nullptr;
-    bool busy = false;      // held by an upload whose task has not run or been dropped
-    bool recorded = false;  // `copied` was recorded after its copy
+    cudaEvent_t copied = nullptr;  // recorded after the chunk's latest copy
+    bool busy = false;             // being filled and issued by an upload
   };
-  Chunk& acquire();  // a free chunk, waiting for the oldest one if need be
-  void finished(Chunk& c, bool recorded);
-  void copy_on_stream(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+  Chunk& acquire();  // a chunk whose last copy is done, waiting for the oldest if need be
+  void release(Chunk& c);
+  void download_on_stream(void* host, const void* device, size_t bytes);  // the queue thread's
 
   int device_;
+  cudaStream_t stream_;
   DeviceQueue& queue_;
   std::mutex mu_;
-  std::condition_variable done_cv_;
+  std::condition_variable released_cv_;
   std::vector<Chunk> chunks_;  // reserved up front: chunks never move
-  size_t next_ = 0;            // the chunk handed out next, round robin
-  void* own_ = nullptr;        // the queue thread's chunk for waited copies
+  size_t next_ = 0;            // the chunk waited for next when all are in flight
+  void* download_buffer_ = nullptr;  // the queue thread's
 };
 
 }  // namespace kiln::cuda
