@@ -3,28 +3,44 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "kiln/base/error.h"
 
 namespace kiln::cuda {
 namespace {
 
-// One operand's stored matrix: [rows, cols] row-major with row stride ld.
+// One operand's matrix as cuBLASLt can read it: [rows, cols] row-major
+// with row stride ld; `transposed` when the tensor holds it column-major
+// (a transposed view), so its transpose flag flips.
 struct Stored {
-  int64_t rows, cols, ld;
+  int64_t rows = 0, cols = 0, ld = 0;
+  bool transposed = false;
 };
 
-Stored stored(const TensorRef& t, const char* name) {
+std::optional<Stored> stored(const TensorRef& t) {
   const int r = t.rank();
   const int64_t rows = t.shape[r - 2], cols = t.shape[r - 1];
-  KILN_CHECK(cols <= 1 || t.strides[r - 1] == 1, "matmul on CUDA: operand ", name, " (",
-             dtype_name(t.dtype), to_string(t.shape), ", strides ", to_string(t.strides),
-             ") needs rows of contiguous elements; make it contiguous first");
-  // A single row's stride is never followed; cuBLASLt only asks ld >= cols.
-  const int64_t ld = rows <= 1 ? std::max<int64_t>(cols, 1) : t.strides[r - 2];
-  KILN_CHECK(ld >= std::max<int64_t>(cols, 1), "matmul on CUDA: operand ", name,
-             "'s rows overlap (row stride ", ld, " < ", cols, " columns)");
-  return {rows, cols, ld};
+  const int64_t row_stride = t.strides[r - 2], col_stride = t.strides[r - 1];
+  // A single row's (column's) stride is never followed; cuBLASLt asks ld >= rows of
+  // its column-major matrix, so rows must not overlap.
+  if (cols <= 1 || col_stride == 1) {
+    const int64_t ld = rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride;
+    if (ld >= std::max<int64_t>(cols, 1)) return Stored{rows, cols, ld, false};
+  }
+  if (rows <= 1 || row_stride == 1) {
+    const int64_t ld = cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride;
+    if (ld >= std::max<int64_t>(rows, 1)) return Stored{cols, rows, ld, true};
+  }
+  return std::nullopt;
+}
+
+Stored stored(const TensorRef& t, const char* name) {
+  std::optional<Stored> s = stored(t);
+  KILN_CHECK(s, "matmul on CUDA: operand ", name, " (", dtype_name(t.dtype), to_string(t.shape),
+             ", strides ", to_string(t.strides), ") is neither row- nor column-major; "
+             "the kernel copies such operands first (gemm_layout_ok)");
+  return *s;
 }
 
 // The stride of batch dim d of t (padded to `rank` dims), 0 if it broadcasts.
@@ -41,10 +57,16 @@ int64_t alignment(uint64_t bits) {
 
 }  // namespace
 
+bool gemm_layout_ok(const TensorRef& t) { return stored(t).has_value(); }
+
 GemmPlan plan_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, bool transpose_a,
                    bool transpose_b) {
   const int rank = c.rank();
   const Stored sa = stored(a, "a"), sb = stored(b, "b"), sc = stored(c, "out");
+  KILN_CHECK(!sc.transposed, "matmul on CUDA: the output must be row-major");
+  // A column-major operand is the transpose of a row-major one.
+  transpose_a = transpose_a != sa.transposed;
+  transpose_b = transpose_b != sb.transposed;
   GemmPlan plan;
   GemmProblem& p = plan.problem;
   p.dtype = c.dtype;

@@ -2,8 +2,9 @@
 // tested without a GPU). kiln's matrices are row-major and cuBLASLt's
 // column-major, so the row-major C = op(a) op(b) is computed as the
 // column-major C^T = op(b)^T op(a)^T: cuBLASLt's first operand is kiln's b,
-// its second kiln's a, and nothing is copied (a transpose is an op flag, a
-// broadcast batch dim a zero batch stride). The batch dims one stride can
+// its second kiln's a, and nothing is copied (a transpose, given as a flag
+// or as a transposed view's strides, is an op flag; a broadcast batch dim a
+// zero batch stride). The batch dims one stride can
 // step through become cuBLASLt's strided batch; the others are looped, one
 // launch per index. The problem (without the pointers) keys the choice of
 // algorithm, so it holds everything that choice depends on.
@@ -43,8 +44,14 @@ struct GemmPlan {
   std::vector<GemmLaunch> launches;
 };
 
-// a, b: the matmul op's inputs, rows of contiguous elements (the runtime
-// makes them contiguous); c: its output, [batch..., M, N].
+// Whether cuBLASLt can read t's matrices where they are: row-major, or
+// column-major (a transposed view, read with the transpose flag flipped).
+// Any batch strides are fine. Other layouts (an expanded matrix dim, a
+// strided slice of columns) must be copied first.
+bool gemm_layout_ok(const TensorRef& t);
+
+// a, b: the matmul op's inputs, each gemm_layout_ok; c: its output,
+// contiguous [batch..., M, N].
 GemmPlan plan_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, bool transpose_a,
                    bool transpose_b);
 

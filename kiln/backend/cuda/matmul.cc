@@ -1,5 +1,5 @@
 // The matmul kernel on CUDA: cuBLASLt, over the operands as they are stored
-// (gemm_plan.h). bf16 and f16 products accumulate in f32, f32 ones in f32
+// (gemm_plan.h), strided inputs included. bf16 and f16 products accumulate in f32, f32 ones in f32
 // (no TF32), f64 ones in f64. Reproducible: each problem's algorithm is
 // chosen once, by cuBLASLt's heuristic restricted to algorithms that sum
 // each dot product in one fixed order (no split-K with a separate reduction),
@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <utility>
 #include <memory>
 
 #include "kiln/backend/cuda/check.h"
@@ -14,6 +15,7 @@
 #include "kiln/backend/cuda/gemm_plan.h"
 #include "kiln/backend/cuda/scratch.h"
 #include "kiln/backend/cuda/stream.h"
+#include "kiln/backend/cuda/strided_copy.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cuda {
@@ -119,18 +121,40 @@ const Prepared& prepared(const GemmProblem& p) {
   return *cache.emplace(p, std::make_unique<Prepared>(p)).first->second;
 }
 
+size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 void matmul_kernel(const KernelArgs& args) {
-  const TensorRef &a = args.in[0], &b = args.in[1], &c = args.out[0];
-  const GemmPlan plan = plan_gemm(a, b, c, args.attrs.b("transpose_a"), args.attrs.b("transpose_b"));
-  const GemmProblem& p = plan.problem;
+  TensorRef a = args.in[0], b = args.in[1];
+  const TensorRef& c = args.out[0];
   cudaStream_t stream = current_stream();
   const size_t size = itemsize(c.dtype);
+  // Operands cuBLASLt cannot read in place (an expanded matrix dim, a
+  // strided slice of columns) are copied, dense, into the scratch buffer
+  // ahead of the workspace; transposed views and any batch strides are not.
+  const bool copy_a = !gemm_layout_ok(a), copy_b = !gemm_layout_ok(b);
+  char* copies = nullptr;
+  size_t copied = 0;
+  if (copy_a || copy_b) {
+    const size_t bytes_a = copy_a ? round_up(size_t(a.numel()) * size) : 0;
+    const size_t bytes_b = copy_b ? round_up(size_t(b.numel()) * size) : 0;
+    copied = bytes_a + bytes_b;
+    copies = static_cast<char*>(scratch(copied + kMaxWorkspace));
+    for (auto [t, at] : {std::pair{&a, copy_a ? copies : nullptr},
+                         std::pair{&b, copy_b ? copies + bytes_a : nullptr}}) {
+      if (!at) continue;
+      TensorRef dense{at, t->dtype, t->shape, contiguous_strides(t->shape)};
+      strided_copy(dense, *t);
+      *t = dense;
+    }
+  }
+  const GemmPlan plan = plan_gemm(a, b, c, args.attrs.b("transpose_a"), args.attrs.b("transpose_b"));
+  const GemmProblem& p = plan.problem;
   if (p.k == 0) {  // an empty sum: zeros (the output is contiguous)
     KILN_CUDA_CHECK(cudaMemsetAsync(c.data, 0, size_t(c.numel()) * size, stream));
     return;
   }
   const Prepared& g = prepared(p);
-  void* workspace = g.workspace ? scratch(g.workspace) : nullptr;
+  void* workspace = !g.workspace ? nullptr : copies ? copies + copied : scratch(g.workspace);
   const float alpha32 = 1, beta32 = 0;
   const double alpha64 = 1, beta64 = 0;
   const bool f64 = p.dtype == DType::f64;
@@ -146,7 +170,7 @@ void matmul_kernel(const KernelArgs& args) {
 }
 
 const KernelRegistrar registrations[] = {
-    {DeviceKind::cuda, "matmul", {matmul_kernel, false}},
+    {DeviceKind::cuda, "matmul", {matmul_kernel, true}},
 };
 
 }  // namespace

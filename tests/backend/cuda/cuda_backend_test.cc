@@ -162,13 +162,33 @@ TEST(GemmPlan, MixedBroadcastsLoopTheOuterDims) {
   EXPECT_EQ(plan.launches[1], (cuda::GemmLaunch{20, 0, 72}));
 }
 
-TEST(GemmPlan, NonContiguousRowsAreRefused) {
-  TensorRef a = ref(DType::f32, {4, 5});
-  a.strides = {1, 4};
+TEST(GemmPlan, ATransposedViewIsReadInPlaceWithItsFlagFlipped) {
+  // a is a [4,5] view of a row-major [5,4] (strides 1, 4): the same problem
+  // as the stored [5,4] with transpose_a.
+  TensorRef view = ref(DType::f32, {4, 5});
+  view.strides = {1, 4};
+  EXPECT_TRUE(cuda::gemm_layout_ok(view));
+  cuda::GemmPlan plan = cuda::plan_gemm(view, ref(DType::f32, {5, 6}), ref(DType::f32, {4, 6}), false, false);
+  EXPECT_EQ(plan.problem, problem(DType::f32, {5, 4}, {5, 6}, {4, 6}, true, false));
+  // And a transposed view with the flag set is the plain product.
+  plan = cuda::plan_gemm(view, ref(DType::f32, {5, 6}), ref(DType::f32, {4, 6}), true, false);
+  EXPECT_FALSE(plan.problem.transpose_second);
+}
+
+TEST(GemmPlan, LayoutsCuBlasLtCannotReadAreCopiedFirst) {
+  TensorRef expanded = ref(DType::f32, {4, 5});
+  expanded.strides = {0, 1};  // one row repeated
+  EXPECT_FALSE(cuda::gemm_layout_ok(expanded));
+  TensorRef every_other_column = ref(DType::f32, {4, 5});
+  every_other_column.strides = {10, 2};
+  EXPECT_FALSE(cuda::gemm_layout_ok(every_other_column));
+  TensorRef batch_broadcast = ref(DType::f32, {3, 4, 5});
+  batch_broadcast.strides = {0, 5, 1};  // a matrix expanded over a batch: read in place
+  EXPECT_TRUE(cuda::gemm_layout_ok(batch_broadcast));
   std::string e = error_of([&] {
-    cuda::plan_gemm(a, ref(DType::f32, {5, 6}), ref(DType::f32, {4, 6}), false, false);
+    cuda::plan_gemm(expanded, ref(DType::f32, {5, 6}), ref(DType::f32, {4, 6}), false, false);
   });
-  EXPECT_NE(e.find("needs rows of contiguous elements"), std::string::npos) << e;
+  EXPECT_NE(e.find("is neither row- nor column-major"), std::string::npos) << e;
 }
 
 TEST(CudaOutOfMemory, NamesTheRequestTheDeviceAndWhatToTry) {
