@@ -37,10 +37,12 @@ std::string take_index_fault(int device) {
     if (it != slots.end()) slot = it->second;
   }
   if (!slot) return "";
+  // cudaMemcpyDefault: the slot's device need not be the calling thread's.
   IndexFault f;
-  KILN_CUDA_CHECK(cudaMemcpy(&f, slot, sizeof f, cudaMemcpyDeviceToHost));
+  KILN_CUDA_CHECK(cudaMemcpy(&f, slot, sizeof f, cudaMemcpyDefault));
   if (!f.set) return "";
-  KILN_CUDA_CHECK(cudaMemset(slot, 0, sizeof f));
+  const IndexFault cleared{};
+  KILN_CUDA_CHECK(cudaMemcpy(slot, &cleared, sizeof f, cudaMemcpyDefault));
   std::string range = f.axis >= 0 ? cat("axis ", f.axis, " of size ", f.size)
                                   : cat("a range of size ", f.size);
   return cat(kIndexOpNames[f.op], " (CUDA): index ", f.value, " is out of range for ", range,
