@@ -28,7 +28,8 @@ std::string nvrtc_version() {
 }
 
 std::vector<std::string> nvrtc_options(int arch) {
-  return {cat("--gpu-architecture=sm_", arch), "--fmad=false", "-std=c++17"};
+  return {cat("--gpu-architecture=sm_", arch), "--fmad=false", "--prec-div=true", "--prec-sqrt=true",
+          "--ftz=false", "-std=c++17"};
 }
 
 std::string compile_cubin(const std::string& source, const std::string& name, int arch) {

@@ -13,7 +13,9 @@ std::string nvrtc_version();
 
 // The NVRTC options a kernel is compiled with for architecture sm_<arch>
 // (90 for H100/H200): --fmad=false keeps a multiply feeding an add two
-// roundings, as on the CPU and in kiln's .cu files.
+// roundings, as on the CPU and in kiln's .cu files; IEEE division and square
+// root and no flushing of denormals (NVRTC's defaults, stated) make those
+// operations the CPU's bits.
 std::vector<std::string> nvrtc_options(int arch);
 
 // Compiles `source` (named `name` in diagnostics) for sm_<arch> and returns
