@@ -9,3 +9,18 @@
 #else
 #define KILN_HD
 #endif
+
+// NVRTC has no standard headers: the fixed-width integers the portable
+// headers use, as the LP64 host defines them.
+#if defined(__CUDACC_RTC__)
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long int64_t;
+typedef unsigned long uint64_t;
+#else
+#include <cstdint>
+#endif

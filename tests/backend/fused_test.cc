@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/backend/cpu/elementwise_ops.h"
+#include "kiln/codegen/elementwise_ops.h"
 #include "kiln/backend/cpu/fused/codegen.h"
 #include "kiln/backend/cpu/fused/fused_kernel.h"
 #include "kiln/backend/cpu/fused/toolchain.h"
@@ -231,7 +231,7 @@ TEST_F(Fused, ChainOfEightElementwiseOps) {
   }
 }
 
-// Every op of elementwise_ops.h's lists, in every type it takes.
+// Every op of codegen/elementwise_ops.h's lists, in every type it takes.
 TEST_F(Fused, EveryElementwiseOpInEveryType) {
   std::vector<const char*> numeric_unary, float_unary, numeric_binary, float_binary, compare, logical;
 #define KILN_ADD_TO(list) [&](const char* op) { list.push_back(op); }
@@ -537,9 +537,9 @@ TEST(FusedExit, StopsTheCompilerAndLeavesNoFiles) {
 TEST_F(Fused, GeneratedSourceEmbedsTheMathHeaders) {
   Body b;
   ValueId x = b.in(DType::f32, {4});
-  std::string src = generate_source(make_plan(b.text({b.op("exp", {x})}), "elementwise"));
+  std::string src = generate_source(codegen::make_plan(b.text({b.op("exp", {x})}), "elementwise"));
   EXPECT_NE(src.find("struct Exp"), std::string::npos);
-  EXPECT_NE(src.find("kiln::cpu::Exp{}("), std::string::npos);
+  EXPECT_NE(src.find("kiln::codegen::Exp{}("), std::string::npos);
   EXPECT_EQ(src.find("#include \"kiln/"), std::string::npos) << "needs the kiln source tree";
 }
 

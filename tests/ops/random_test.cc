@@ -23,7 +23,7 @@ namespace {
 TEST(Philox, MatchesRandom123KnownAnswers) {
   struct Kat {
     PhiloxBlock ctr;
-    std::array<uint32_t, 2> key;
+    PhiloxKey key;
     PhiloxBlock expect;
   };
   const Kat kats[] = {

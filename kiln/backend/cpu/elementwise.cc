@@ -1,13 +1,15 @@
-// Elementwise kernels: the functors of elementwise_ops.h over the strided
-// map engine.
+// Elementwise kernels: the functors of codegen/elementwise_ops.h over the
+// strided map engine.
 // 16-bit floats compute in f32; integer ops compute in their own type.
-#include "kiln/backend/cpu/elementwise_ops.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/error.h"
+#include "kiln/codegen/elementwise_ops.h"
 #include "kiln/runtime/backend.h"
 
 namespace kiln::cpu {
 namespace {
+
+using namespace codegen;  // the functors
 
 // Calls f(T{}) for the dtypes an op family supports; others are an error.
 template <class F>

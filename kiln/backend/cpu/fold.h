@@ -1,5 +1,4 @@
-// The canonical fold order of every CPU reduction, and the fold operations
-// of sum, mean, max and min.
+// The canonical fold order of every CPU reduction.
 //
 // One result folds its reduced elements r = 0 .. length-1 (row-major over
 // the reduced axes) like this: the elements are cut into chunks of kChunk;
@@ -10,57 +9,24 @@
 // (reduction_engine.h), the fused-kernel interpreter and the generated fused
 // kernels — folds in this order, so they all give the same bits.
 //
-// Self-contained (standard headers and scalar.h): the fused-kernel code
-// generator embeds this text in the C++ it generates.
+// Self-contained (standard headers and the portable headers of
+// kiln/codegen): the CPU code generator embeds this text in the C++ it
+// generates.
 #pragma once
 #include <cstdint>
-#include <limits>
 
-#include "kiln/backend/cpu/scalar.h"
+#include "kiln/codegen/reduce_ops.h"
 
 namespace kiln::cpu {
 
 inline constexpr int kLanes = 32;
 inline constexpr int64_t kChunk = 4096;  // a multiple of kLanes
 
-// An Op is { Acc identity; Acc combine(Acc, Acc); Acc load(T x, int64_t out) }
-// for input type T. combine need not be associative (float sums): the
-// canonical order fixes the result. load may depend on the output index.
-
-// Accumulator of sums: f32 for floats up to 32 bits, f64 for f64, i64 for
-// integers and bools (counts).
-template <class T> struct sum_acc { using type = int64_t; };
-template <> struct sum_acc<float> { using type = float; };
-template <> struct sum_acc<bf16> { using type = float; };
-template <> struct sum_acc<f16> { using type = float; };
-template <> struct sum_acc<double> { using type = double; };
-template <class T> using sum_acc_t = typename sum_acc<T>::type;
-
-template <class T, class Acc>
-struct SumOp {
-  using Input = T;
-  Acc identity = 0;
-  Acc combine(Acc a, Acc b) const { return a + b; }
-  Acc load(T x, int64_t) const { return static_cast<Acc>(widen(x)); }
-};
-
-// Max or min; a NaN anywhere gives NaN, as torch.amax does.
-template <class T, bool kMax>
-struct ExtremumOp {
-  using Input = T;
-  using C = compute_t<T>;
-  static C start() {
-    using L = std::numeric_limits<C>;
-    if constexpr (L::has_infinity) return kMax ? -L::infinity() : L::infinity();
-    else return kMax ? L::lowest() : L::max();
-  }
-  C identity = start();
-  C combine(C a, C b) const {
-    bool take = (kMax ? b > a : b < a) | (b != b);  // | keeps it branch-free
-    return take ? b : a;
-  }
-  C load(T x, int64_t) const { return widen(x); }
-};
+// The fold operations (SumOp, ExtremumOp: kiln/codegen/reduce_ops.h) under
+// the names the CPU kernels use them by.
+using codegen::ExtremumOp;
+using codegen::sum_acc_t;
+using codegen::SumOp;
 
 // Folds elements i = 0 .. n-1 of one chunk into lanes, element i going to
 // lane (lane + i) % kLanes; value(i) gives the element's accumulator value.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/backend/cpu/fold.h"
+#include "kiln/backend/cpu/scalar.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/base/dtype.h"
 #include "kiln/runtime/kernel.h"

@@ -52,7 +52,7 @@ void execute(const Plan& p, const Binding& b, Eval&& eval, Fold&& fold) {
   visit_reduce_op(r, p.graph.type(r.input).dtype, [&](auto op) {
     using Op = decltype(op);
     using Acc = std::remove_cv_t<decltype(op.identity)>;
-    std::vector<Acc> chunk_results(static_cast<size_t>(r.results * r.chunks));
+    std::vector<Acc> chunk_results(static_cast<size_t>(r.results * chunks(r)));
     if (r.length == 0) {
       // Nothing to fold: each result is the fold of identity lanes.
       std::array<Acc, kLanes> lanes;
@@ -60,8 +60,8 @@ void execute(const Plan& p, const Binding& b, Eval&& eval, Fold&& fold) {
       fold_lanes(op, lanes.data());
       std::fill(chunk_results.begin(), chunk_results.end(), lanes[0]);
     } else {
-      const int64_t work = std::min(r.length, kChunk) * (r.columns ? std::min(r.columns, r.kTile) : 1);
-      parallel_for(r.items(), std::max<int64_t>(1, 32768 / work), [&](int64_t ib, int64_t ie) {
+      const int64_t work = std::min(r.length, kChunk) * (r.columns ? std::min(r.columns, kTile) : 1);
+      parallel_for(items(r), std::max<int64_t>(1, 32768 / work), [&](int64_t ib, int64_t ie) {
         fold(ib, ie, chunk_results.data(), static_cast<const Op&>(op));
       });
     }
@@ -69,7 +69,7 @@ void execute(const Plan& p, const Binding& b, Eval&& eval, Fold&& fold) {
     const bool mean = r.kind == ReduceKind::mean;
     for (const TensorRef* out : b.results)
       write_results(*out, [&](int64_t o) {
-        Acc acc = combine_chunks(op, chunk_results.data() + o * r.chunks, r.chunks);
+        Acc acc = combine_chunks(op, chunk_results.data() + o * chunks(r), chunks(r));
         return mean ? acc / count : acc;
       });
   });

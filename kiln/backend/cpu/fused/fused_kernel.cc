@@ -17,6 +17,7 @@
 #include "kiln/backend/cpu/fused/plan.h"
 #include "kiln/backend/cpu/fused/toolchain.h"
 #include "kiln/base/error.h"
+#include "kiln/codegen/expr.h"
 #include "kiln/ir/fingerprint.h"
 #include "kiln/runtime/compile_cache.h"
 #include "kiln/runtime/kernel.h"
@@ -52,7 +53,7 @@ void warn_once(const std::string& why) {
 class FusedKernel {
  public:
   FusedKernel(const std::string& body, const std::string& kind)
-      : plan_(make_plan(body, kind)), interpreter_(plan_), constants_(full_constants(plan_)) {}
+      : plan_(codegen::make_plan(body, kind)), interpreter_(plan_), constants_(codegen::full_constants(plan_)) {}
 
   void run(std::span<const TensorRef> in, std::span<const TensorRef> out) {
     Binding b = bind(plan_, in, out);

@@ -5,11 +5,11 @@
 #include <memory>
 #include <unordered_map>
 
-#include "kiln/backend/cpu/elementwise_ops.h"
 #include "kiln/backend/cpu/fold.h"
 #include "kiln/backend/cpu/fused/driver.h"
 #include "kiln/backend/cpu/scalar.h"
 #include "kiln/base/error.h"
+#include "kiln/codegen/elementwise_ops.h"
 
 namespace kiln::cpu::fused {
 
@@ -65,6 +65,7 @@ struct Interpreter::Frame {
 
 namespace {
 
+using namespace codegen;  // the functors
 using Step = Interpreter::Step;
 using Frame = Interpreter::Frame;
 using StepFn = void (*)(const Step&, Frame&, int64_t);
@@ -336,10 +337,10 @@ void Interpreter::fold_rows(Frame& f, int64_t item_begin, int64_t item_end, Acc*
   using V = typename Op::Input;
   const Reduction& r = *plan_.reduction;
   auto start_of = [&](int64_t item) {
-    return item / r.chunks * r.length + item % r.chunks * kChunk;
+    return item / chunks(r) * r.length + item % chunks(r) * kChunk;
   };
   auto end_of = [&](int64_t item) {
-    int64_t o = item / r.chunks, c = item % r.chunks;
+    int64_t o = item / chunks(r), c = item % chunks(r);
     return o * r.length + std::min(r.length, (c + 1) * kChunk);
   };
   std::array<Acc, kLanes> lanes;
@@ -351,7 +352,7 @@ void Interpreter::fold_rows(Frame& f, int64_t item_begin, int64_t item_end, Acc*
     eval_block(f, b, e);
     const V* values = f.slot<V>(reduced_slot_);
     for (int64_t p = b; p < e;) {
-      const int64_t o = item / r.chunks, stop = std::min(e, end_of(item));
+      const int64_t o = item / chunks(r), stop = std::min(e, end_of(item));
       const V* v = values + (p - b);
       fold_run(op, lanes.data(), stop - p, int((p - o * r.length) % kLanes),
                [&](int64_t i) { return op.load(v[i], o); });
@@ -373,10 +374,10 @@ void Interpreter::fold_columns(Frame& f, int64_t item_begin, int64_t item_end, A
                                const Op& op) const {
   using V = typename Op::Input;
   const Reduction& r = *plan_.reduction;
-  const int64_t n0 = r.columns, length = r.length, kTile = Reduction::kTile;
+  const int64_t n0 = r.columns, length = r.length;
   std::vector<Acc> lanes(size_t(kLanes * kTile));
   for (int64_t item = item_begin; item < item_end; ++item) {
-    const int64_t c = item % r.chunks, t = item / r.chunks % r.tiles(), q = item / r.chunks / r.tiles();
+    const int64_t c = item % chunks(r), t = item / chunks(r) % tiles(r), q = item / chunks(r) / tiles(r);
     const int64_t b0 = t * kTile, nb = std::min(kTile, n0 - b0), first = q * n0 + b0;
     std::fill(lanes.begin(), lanes.end(), op.identity);
     const int64_t rows = std::max<int64_t>(1, kBlock / nb), r_end = std::min(length, (c + 1) * kChunk);
@@ -398,7 +399,7 @@ void Interpreter::fold_columns(Frame& f, int64_t item_begin, int64_t item_end, A
       std::array<Acc, kLanes> col;
       for (int j = 0; j < kLanes; ++j) col[j] = lanes[size_t(j * kTile + b)];
       fold_lanes(op, col.data());
-      dst[(first + b) * r.chunks + c] = col[0];
+      dst[(first + b) * chunks(r) + c] = col[0];
     }
   }
 }

@@ -2,7 +2,7 @@
 // to kBlock positions loads the inputs it needs into small cache-resident
 // temporaries (in compute types: float for f32/bf16/f16, double for f64),
 // runs every body node over the block with the functors of
-// elementwise_ops.h, rounds results to 16-bit outputs as a stored tensor
+// codegen/elementwise_ops.h, rounds results to 16-bit outputs as a stored tensor
 // would be, and stores the outputs or folds the reduction (fold.h order).
 // Results are therefore bit-identical to running the body's nodes one by one
 // with the eager kernels. It runs any body the planner accepts, on any input

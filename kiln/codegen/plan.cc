@@ -1,15 +1,14 @@
-#include "kiln/backend/cpu/fused/plan.h"
+#include "kiln/codegen/plan.h"
 
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
-#include "kiln/backend/cpu/elementwise_ops.h"
-#include "kiln/backend/cpu/fold.h"
-#include "kiln/backend/cpu/scalar.h"
 #include "kiln/base/error.h"
+#include "kiln/codegen/elementwise_ops.h"
+#include "kiln/codegen/scalar.h"
 
-namespace kiln::cpu::fused {
+namespace kiln::codegen {
 
 Scalar scalar_of(DType t) {
   switch (t) {
@@ -189,8 +188,7 @@ class Planner {
                                n.inputs[0],
                                type(n.outputs[0]).dtype,
                                length,
-                               in.numel() / std::max<int64_t>(length, 1),
-                               std::max<int64_t>(1, (length + kChunk - 1) / kChunk)};
+                               in.numel() / std::max<int64_t>(length, 1)};
       if (length == 0) p_.reduction->results = type(n.outputs[0]).shape.numel();
       result_ = n.outputs[0];
     }
@@ -220,6 +218,8 @@ class Planner {
     if (in.family == Family::full) in.constant = full_constant(n.attrs.f("value"), in.dtype);
     if (in.family == Family::arange) {
       in.operand = int(p_.operands.size());
+      in.start = n.attrs.f("start");
+      in.step = n.attrs.f("step");
       p_.operands.push_back({OperandRole::constant, in.dtype, type(in.out).shape, in.out});
       p_.constant_data.push_back(arange_values(n.attrs, in.dtype, type(in.out).shape.numel()));
     }
@@ -343,4 +343,4 @@ Binding bind(const Plan& p, std::span<const TensorRef> in, std::span<const Tenso
   return b;
 }
 
-}  // namespace kiln::cpu::fused
+}  // namespace kiln::codegen

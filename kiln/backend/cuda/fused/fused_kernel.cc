@@ -1,0 +1,151 @@
+#include "kiln/backend/cuda/fused/fused_kernel.h"
+
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/fused/codegen.h"
+#include "kiln/backend/cuda/fused/cubin_cache.h"
+#include "kiln/backend/cuda/fused/module.h"
+#include "kiln/backend/cuda/scratch.h"
+#include "kiln/backend/cuda/stream.h"
+#include "kiln/base/error.h"
+#include "kiln/codegen/expr.h"
+#include "kiln/ir/fingerprint.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln::cuda::fused {
+namespace {
+
+using codegen::Binding;
+using codegen::Plan;
+using codegen::Space;
+
+// The kernels of one layout on one device.
+struct Kernels {
+  cudaKernel_t main = nullptr;     // kiln_fused_eval or kiln_fused_fold
+  cudaKernel_t combine = nullptr;  // kiln_fused_combine, for reductions of several chunks
+};
+
+int architecture(int device) {
+  int major = 0, minor = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major * 10 + minor;
+}
+
+std::string layout_key(const Space& s) {
+  std::string k = cat(s.shape);
+  for (const Strides& st : s.strides) k += cat(st);
+  return k;
+}
+
+void launch(cudaKernel_t k, int64_t blocks, int bx, int by, void* args, cudaStream_t stream) {
+  KILN_CHECK(blocks <= INT_MAX, "CUDA fused kernel: ", blocks, " blocks exceed the grid's limit");
+  void* params[] = {args};
+  // The launch's error is also the thread's last error, which the check reads.
+  (void)cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(unsigned(blocks)), dim3(bx, by), params,
+                         0, stream);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+class FusedKernel {
+ public:
+  FusedKernel(const std::string& body, const std::string& kind)
+      : plan_(codegen::make_plan(body, kind)),
+        launch_(launch_of(plan_)),
+        constants_(codegen::full_constants(plan_)) {}
+
+  void run(std::span<const TensorRef> in, std::span<const TensorRef> out) {
+    Binding b = codegen::bind(plan_, in, out);
+    if (plan_.reduction ? plan_.reduction->results == 0 : plan_.numel == 0) return;
+    for (const TensorRef* r : b.results)
+      KILN_CHECK(r->contiguous(), "CUDA fused kernel: a reduction's result must be contiguous");
+    const int device = current_device();
+    const Kernels k = kernels(device, b.space);
+    cudaStream_t stream = current_stream();
+    // The argument struct of codegen.h: pointers, then constants.
+    std::vector<uint64_t> args(size_t(pointer_count(plan_)) + std::max<size_t>(1, constants_.size()));
+    for (size_t i = 0; i < plan_.operands.size(); ++i)
+      if (plan_.operands[i].role != codegen::OperandRole::constant)
+        args[i] = reinterpret_cast<uint64_t>(b.data[i]);  // arange operands compute their values
+    for (size_t j = 0; j < b.results.size(); ++j)
+      args[plan_.operands.size() + j] = reinterpret_cast<uint64_t>(b.results[j]->data);
+    if (plan_.reduction && launch_.chunks > 1)
+      args[size_t(pointer_count(plan_)) - 1] = reinterpret_cast<uint64_t>(
+          scratch(size_t(plan_.reduction->results * launch_.chunks * launch_.acc_bytes)));
+    std::copy(constants_.begin(), constants_.end(), args.begin() + pointer_count(plan_));
+    if (!plan_.reduction) {
+      launch(k.main, grid_for(launch_.positions), kBlock, 1, args.data(), stream);
+      return;
+    }
+    launch(k.main, launch_.blocks, launch_.block_x, launch_.block_y, args.data(), stream);
+    if (launch_.chunks > 1)
+      launch(k.combine, launch_.blocks2, launch_.block2_x, launch_.block2_y, args.data(), stream);
+  }
+
+ private:
+  // The kernels for a layout on a device: generated, compiled (or found in
+  // the cache) and loaded the first time.
+  Kernels kernels(int device, const Space& space) {
+    std::lock_guard lock(mu_);
+    std::string key = layout_key(space);
+    auto it = loaded_.find({device, key});
+    if (it != loaded_.end()) return it->second;
+    const std::string source = generate_source(plan_, space);
+    const Cubin cubin = cubin_for(plan_, source, architecture(device));
+    const std::string id = ir::to_string(cubin.key.fingerprint);
+    Kernels k;
+    k.main = loaded_kernel(device, id, cubin.bytes, plan_.reduction ? kFoldSymbol : kEvalSymbol);
+    if (plan_.reduction && launch_.chunks > 1) k.combine = loaded_kernel(device, id, cubin.bytes, kCombineSymbol);
+    loaded_.emplace(std::make_pair(device, std::move(key)), k);
+    return k;
+  }
+
+  const Plan plan_;
+  const Launch launch_;
+  const std::vector<uint64_t> constants_;
+  std::mutex mu_;  // guards loaded_ while a kernel is made
+  std::map<std::pair<int, std::string>, Kernels> loaded_;
+};
+
+// One kernel per (kind, body); never freed (kernels stay loaded).
+FusedKernel& kernel_for(const std::string& body, const std::string& kind) {
+  static std::mutex mu;
+  static auto* kernels = new std::unordered_map<std::string, std::unique_ptr<FusedKernel>>;
+  std::string key = kind + "\n" + body;
+  std::lock_guard lock(mu);
+  auto it = kernels->find(key);
+  if (it == kernels->end()) it = kernels->emplace(std::move(key), std::make_unique<FusedKernel>(body, kind)).first;
+  return *it->second;
+}
+
+void fused_kernel(const KernelArgs& a) {
+  run_body(a.attrs.s("body"), a.attrs.has("kind") ? a.attrs.s("kind") : std::string("elementwise"), a.in,
+           a.out);
+}
+
+const KernelRegistrar registrations[] = {{DeviceKind::cuda, "fused", {fused_kernel, true}}};
+
+}  // namespace
+
+void run_body(const std::string& body, const std::string& kind, std::span<const TensorRef> in,
+              std::span<const TensorRef> out) {
+  kernel_for(body, kind).run(in, out);
+}
+
+void run_op(const KernelArgs& a, const std::string& kind) {
+  ir::Graph g;
+  std::vector<ir::ValueId> inputs;
+  for (const TensorRef& t : a.in) inputs.push_back(g.add_input({t.dtype, t.shape}));
+  g.set_outputs(g.add_node(a.op, std::move(inputs), a.attrs).outputs);
+  run_body(ir::to_text(g), kind, a.in, a.out);
+}
+
+}  // namespace kiln::cuda::fused

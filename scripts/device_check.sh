@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The GPU check, in two halves, for a GPU machine that is bare (CUDA, PyTorch,
+# cmake and ninja, none of kiln's Debian packages, no installs) and lent for
+# minutes at a time.
+#
+#   scripts/device_check.sh pack   here: builds the release tree (CUDA
+#       backend on), writes the oracle data, and packs the cuda-labelled tests
+#       (as ctest defines them: command, environment), the CUDA benchmarks,
+#       the kiln CLI and every shared library they need that is not the C
+#       library or CUDA's own into .device/kiln-device.tar.gz (ignored by git,
+#       under 60 MiB). Prints the command to run there.
+#   scripts/device_check.sh run    there, in the repository root: unpacks the
+#       archive and runs each test and benchmark with a time limit, writing
+#       every log and a summary to $OUT (.device/out when unset). Exits
+#       non-zero when a test failed. Run here, it checks the package itself:
+#       every device test reports "skipped: no CUDA device".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+pkg_dir=.device
+archive=$pkg_dir/kiln-device.tar.gz
+max_bytes=$((60 * 1024 * 1024))
+
+# Libraries the GPU machine has itself: the C library and the CUDA toolkit's.
+system_lib() {
+  case "$(basename "$1")" in
+    linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*) return 0 ;;
+    libstdc++.so*|libgcc_s.so*) return 0 ;;  # there: GCC 12's or newer, which PyTorch needs too
+    libcuda.so*|libcudart.so*|libcublas*.so*|libnvrtc*.so*|libnvJitLink*.so*) return 0 ;;
+  esac
+  return 1
+}
+
+pack() {
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+  cmake -S . -B build -G Ninja -DKILN_CUDA=ON ${KILN_CMAKE_ARGS:-} >/dev/null
+  cmake --build build
+  # The oracle data the device tests compare with (written by PyTorch here).
+  ctest --test-dir build -R '^oracle_data_' --output-on-failure >/dev/null
+
+  local stage=$pkg_dir/stage
+  rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/oracle"
+  # The cuda tests as ctest runs them: one line each, name TAB env TAB command.
+  ctest --test-dir build -L cuda --show-only=json-v1 >"$stage/tests.json"
+  python3 - "$stage/tests.json" "$root/build" >"$stage/tests.tsv" <<'EOF'
+import json, os, sys
+data, build = json.load(open(sys.argv[1])), sys.argv[2]
+for t in data["tests"]:
+    env = []
+    for p in t.get("properties", []):
+        if p["name"] == "ENVIRONMENT":
+            env = [e.replace(build, "@BUILD@") for e in p["value"]]
+    cmd = [c.replace(build, "@BUILD@") for c in t["command"]]
+    print(t["name"], " ".join(env), " ".join(cmd), sep="\t")
+EOF
+  local binaries=(build/kiln)
+  while IFS=$'\t' read -r _ _ cmd; do
+    binaries+=("${cmd%% *}")
+  done <"$stage/tests.tsv"
+  for b in build/bench/*cuda*; do
+    [ -x "$b" ] && binaries+=("$b")
+  done
+  for b in "${binaries[@]}"; do
+    b=${b/@BUILD@/build}
+    mkdir -p "$stage/$(dirname "$b")"
+    cp "$b" "$stage/$b"
+    ldd "$b" | awk '/=> \// {print $3}' | while read -r lib; do
+      system_lib "$lib" || cp -nL "$lib" "$stage/lib/"
+    done
+  done
+  cp build/oracle/*.safetensors "$stage/oracle/"
+  cp bench/*cuda*.py "$stage/bin/" 2>/dev/null || true
+  tar -C "$stage" -czf "$archive" .
+  rm -rf "$stage"
+  local bytes
+  bytes=$(stat -c %s "$archive")
+  if [ "$bytes" -gt "$max_bytes" ]; then
+    echo "device_check.sh: $archive is $((bytes / 1048576)) MiB, over the 60 MiB limit" >&2
+    exit 1
+  fi
+  echo "packed $archive ($((bytes / 1048576)) MiB, ${#binaries[@]} binaries)"
+  echo "on the GPU machine (device tool): run command='bash scripts/device_check.sh run' carry=['$pkg_dir']"
+}
+
+run() {
+  [ -f "$archive" ] || { echo "device_check.sh: no $archive; run 'scripts/device_check.sh pack' first" >&2; exit 2; }
+  local out=${OUT:-$root/$pkg_dir/out}
+  mkdir -p "$out"
+  local work=/tmp/kiln-device
+  rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xzf "$archive"
+  # The test binaries' compiled-in paths name this checkout's place on the
+  # packing machine (/work/main); give them the same place here.
+  [ -e /work/main ] || { mkdir -p /work && ln -s "$root" /work/main; }
+  export LD_LIBRARY_PATH="$work/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export KILN_FUSED_CODEGEN=0 OMP_WAIT_POLICY=passive  # CPU references: no system compiler needed
+  local summary=$out/summary.txt failed=0
+  {
+    echo "device check $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
+    "$work/build/kiln" info 2>&1 || true
+  } | tee "$summary"
+  while IFS=$'\t' read -r name env cmd; do
+    local log=$out/$name.log start=$SECONDS rc=0
+    env=${env//@BUILD@/$work/build}
+    cmd=${cmd//@BUILD@/$work/build}
+    mkdir -p "$work/build/test-cache"
+    # shellcheck disable=SC2086
+    (export KILN_ORACLE_DIR="$work/oracle" $env; timeout 240 $cmd) >"$log" 2>&1 || rc=$?
+    local verdict=passed
+    if [ "$rc" -ne 0 ]; then verdict="FAILED (exit $rc)"; failed=1
+    elif grep -q "skipped: no CUDA device" "$log"; then verdict=skipped; fi
+    printf '%-28s %-18s %4ds\n' "$name" "$verdict" $((SECONDS - start)) | tee -a "$summary"
+  done <"$work/tests.tsv"
+  for b in "$work"/build/bench/*; do
+    [ -x "$b" ] || continue
+    local log=$out/$(basename "$b").log rc=0
+    timeout 120 "$b" >"$log" 2>&1 || rc=$?
+    printf '%-28s exit %d\n' "$(basename "$b")" "$rc" | tee -a "$summary"
+    tail -n 20 "$log" >>"$summary"
+  done
+  return $failed
+}
+
+case "${1:-}" in
+  pack) pack ;;
+  run) run ;;
+  *) echo "usage: scripts/device_check.sh pack|run" >&2; exit 2 ;;
+esac

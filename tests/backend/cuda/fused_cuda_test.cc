@@ -1,0 +1,264 @@
+// CUDA's generated kernels against the CPU (ctest label cuda; needs a GPU):
+// every elementwise op in every dtype it takes, full and arange, the
+// reductions sum, mean, max and min over each walk, and the fused nodes the
+// compiler makes of random graphs give the CPU's results, and the same bits
+// on every run.
+//
+// Integer and bool results, max and min (selections) and casts are compared
+// bit for bit. Float results of math may differ: CUDA's math library (expf,
+// tanhf, ...) is not the C library (both within ~2 ulp of the true value),
+// which can also flip a 16-bit rounding, and sums fold in another order. They
+// must agree within tolerance(dtype) * (|cpu| + scale), scale being 1 for
+// elementwise values and the sum of |x| over a sum's elements (what bounds
+// any order's rounding error).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/base/error.h"
+#include "kiln/codegen/elementwise_ops.h"
+#include "kiln/compiler/pipeline.h"
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/tensor.h"
+#include "tests/compiler/random_graphs.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr Device kGpu{DeviceKind::cuda, 0};
+
+// The stated tolerances (see the top of the file).
+double tolerance(DType t) {
+  switch (t) {
+    case DType::f32: return 1e-5;
+    case DType::f64: return 1e-12;
+    case DType::bf16: return 1.0 / 128;  // one bf16 ulp
+    case DType::f16: return 1.0 / 1024;  // one f16 ulp
+    default: return 0;                   // exact
+  }
+}
+
+// Values over a range that exercises the math, with exact ties.
+Tensor random_tensor(DType t, const Shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-3, 3);
+  std::vector<double> v(size_t(s.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 7 == 3 ? 0.5 : u(rng);
+  if (t == DType::b8) {
+    std::vector<bool> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = v[i] > 0;
+    return from_vector<bool>(b, s, kCPU);
+  }
+  if (t == DType::i32 || t == DType::i64) {
+    std::vector<int64_t> n(v.size());
+    for (size_t i = 0; i < v.size(); ++i) n[i] = int64_t(std::lround(v[i] * 10));
+    return from_vector<int64_t>(n, s).to(t);
+  }
+  return from_vector<double>(v, s).to(t);
+}
+
+std::vector<uint8_t> bits(const Tensor& t) {
+  std::vector<uint8_t> out;
+  if (t.dtype() == DType::b8) {
+    for (bool b : t.to_vector<bool>()) out.push_back(b);
+    return out;
+  }
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      std::vector<T> v = t.to_vector<T>();
+      out.resize(v.size() * sizeof(T));
+      std::memcpy(out.data(), v.data(), out.size());
+    }
+  });
+  return out;
+}
+
+// `gpu` (on the CPU again) against `cpu`; exact unless `approximate`.
+void expect_close(const Tensor& gpu, const Tensor& cpu, bool approximate, const std::string& what,
+                  const std::vector<double>& scale = {}) {
+  ASSERT_EQ(gpu.dtype(), cpu.dtype()) << what;
+  ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
+  if (!approximate || !is_floating(cpu.dtype())) {
+    EXPECT_EQ(bits(gpu), bits(cpu)) << what << ": not bit-identical";
+    return;
+  }
+  const std::vector<double> a = gpu.to_vector<double>(), b = cpu.to_vector<double>();
+  const double tol = tolerance(cpu.dtype());
+  int reported = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] == b[i]) continue;  // infinities too
+    const double bound = tol * (std::abs(b[i]) + (scale.empty() ? 1.0 : scale[i]));
+    if (!(std::abs(a[i] - b[i]) <= bound) && reported++ < 5)
+      ADD_FAILURE() << what << " element " << i << ": cuda " << a[i] << ", cpu " << b[i] << " (bound "
+                    << bound << ")";
+  }
+}
+
+// Runs `op` on the CPU and on CUDA over the same inputs, twice on CUDA; the
+// two CUDA runs must be the same bits. Returns false if the CPU refuses the
+// inputs (a dtype the op does not take).
+struct Run {
+  std::vector<Tensor> cpu, gpu;
+};
+std::optional<Run> run_both(const ir::OpDef& op, const std::vector<Tensor>& inputs, const ir::Attrs& attrs,
+                            const std::string& what) {
+  Run r;
+  try {
+    r.cpu = apply(op, inputs, attrs, kCPU);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  std::vector<Tensor> on_gpu;
+  for (const Tensor& t : inputs) on_gpu.push_back(t.to(kGpu));
+  for (int run = 0; run < 2; ++run) {
+    std::vector<Tensor> out = apply(op, on_gpu, attrs, kGpu);
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(out[i].device(), kGpu) << what;
+      Tensor back = out[i].to(kCPU);
+      if (run == 0) r.gpu.push_back(back);
+      else EXPECT_EQ(bits(back), bits(r.gpu[i])) << what << ": output " << i << " differs between runs";
+    }
+  }
+  return r;
+}
+
+const ir::OpDef& op(const char* name) { return ir::get_op(name); }
+
+std::vector<std::string> functor_ops() {
+  std::vector<std::string> ops;
+#define KILN_NAME(op, F) ops.push_back(#op);
+  KILN_NUMERIC_UNARY_OPS(KILN_NAME)
+  KILN_FLOAT_UNARY_OPS(KILN_NAME)
+  KILN_LOGICAL_UNARY_OPS(KILN_NAME)
+  KILN_NUMERIC_BINARY_OPS(KILN_NAME)
+  KILN_FLOAT_BINARY_OPS(KILN_NAME)
+  KILN_COMPARE_OPS(KILN_NAME)
+  KILN_LOGICAL_BINARY_OPS(KILN_NAME)
+#undef KILN_NAME
+  return ops;
+}
+
+TEST(FusedCuda, EveryElementwiseOpInEveryDtype) {
+  int ran = 0;
+  for (DType t : kAllDTypes) {
+    // Enough positions for several blocks of the grid-stride loop; the
+    // second input broadcasts.
+    const Tensor x = random_tensor(t, {37, 1029}, 1), y = random_tensor(t, {1029}, 2);
+    for (const std::string& name : functor_ops()) {
+      const ir::OpDef& o = op(name.c_str());
+      std::vector<Tensor> in{x};
+      if (o.num_inputs == 2) in.push_back(y);
+      const std::string what = cat(name, " ", dtype_name(t));
+      if (auto r = run_both(o, in, {}, what)) {
+        expect_close(r->gpu[0], r->cpu[0], true, what);
+        ++ran;
+      }
+    }
+    for (bool tanh : {false, true})
+      if (auto r = run_both(op("gelu"), {x}, {{"tanh_approximation", tanh}}, cat("gelu ", dtype_name(t))))
+        expect_close(r->gpu[0], r->cpu[0], true, cat("gelu ", dtype_name(t)));
+    const Tensor c = random_tensor(DType::b8, {37, 1029}, 3);
+    if (auto r = run_both(op("where"), {c, x, y}, {}, cat("where ", dtype_name(t))))
+      expect_close(r->gpu[0], r->cpu[0], false, cat("where ", dtype_name(t)));
+    for (DType to : kAllDTypes)
+      if (auto r = run_both(op("cast"), {x}, {{"dtype", to}}, cat("cast ", dtype_name(t), " ", dtype_name(to))))
+        expect_close(r->gpu[0], r->cpu[0], false, cat("cast ", dtype_name(t), " ", dtype_name(to)));
+  }
+  EXPECT_GT(ran, 100);
+}
+
+TEST(FusedCuda, StridedInputsRunInTheirLayout) {
+  // A transposed view: a kernel generated for that layout, no copy.
+  const Tensor x = random_tensor(DType::f32, {64, 48}, 4), y = random_tensor(DType::f32, {48, 64}, 5);
+  const ir::Attrs t{{"dims", ir::IntList{1, 0}}};
+  const Tensor cpu = apply1(op("add"), {apply1(op("permute"), {x}, t), y});
+  const Tensor gpu = apply1(op("add"), {apply1(op("permute"), {x.to(kGpu)}, t), y.to(kGpu)});
+  expect_close(gpu.to(kCPU), cpu, false, "add of a transpose");
+}
+
+TEST(FusedCuda, CreationOps) {
+  for (DType t : kAllDTypes) {
+    const ir::Attrs full{{"shape", ir::IntList{5, 300}}, {"value", 2.75}, {"dtype", t}};
+    expect_close(apply1(op("full"), {}, full, kGpu).to(kCPU), apply1(op("full"), {}, full, kCPU), false,
+                 cat("full ", dtype_name(t)));
+    if (t == DType::b8) continue;
+    const ir::Attrs arange{{"start", -3.0}, {"stop", 997.0}, {"step", 0.5}, {"dtype", t}};
+    expect_close(apply1(op("arange"), {}, arange, kGpu).to(kCPU), apply1(op("arange"), {}, arange, kCPU),
+                 false, cat("arange ", dtype_name(t)));
+  }
+}
+
+TEST(FusedCuda, ReductionsOverEveryWalk) {
+  struct Walk {
+    const char* name;
+    Shape shape;
+    ir::IntList axes;
+    bool keepdim;
+  };
+  const Walk walks[] = {
+      {"rows", {6, 300}, {1}, false},           {"columns", {300, 40}, {0}, true},
+      {"two-pass rows", {3, 40000}, {1}, false}, {"two-pass columns", {40000, 16}, {0}, false},
+      {"all", {5, 7, 9}, {}, false},             {"middle", {4, 50, 6}, {1}, true},
+  };
+  for (const char* name : {"sum", "mean", "max", "min"})
+    for (DType t : kAllDTypes)
+      for (const Walk& w : walks) {
+        const Tensor x = random_tensor(t, w.shape, 6);
+        const ir::Attrs attrs{{"axes", w.axes}, {"keepdim", w.keepdim}};
+        const std::string what = cat(name, " ", dtype_name(t), " ", w.name);
+        auto r = run_both(op(name), {x}, attrs, what);
+        if (!r) continue;
+        const bool sum = std::string(name) == "sum" || std::string(name) == "mean";
+        std::vector<double> scale;
+        if (sum && is_floating(t)) {
+          scale = apply1(op("sum"), {apply1(op("abs"), {x.to(DType::f64)})}, attrs).to_vector<double>();
+          if (std::string(name) == "mean")
+            for (double& s : scale) s /= double(x.shape().numel()) / double(r->cpu[0].shape().numel());
+        }
+        expect_close(r->gpu[0], r->cpu[0], sum, what, scale);
+      }
+}
+
+TEST(FusedCuda, MaxAndMinPropagateNaN) {
+  std::vector<float> v(3 * 40000, 1.0f);
+  v[5] = std::numeric_limits<float>::quiet_NaN();                 // result 0, first chunk
+  v[40000 + 39999] = std::numeric_limits<float>::quiet_NaN();     // result 1, last chunk
+  const Tensor x = from_vector(v, {3, 40000});
+  for (const char* name : {"max", "min"}) {
+    auto r = run_both(op(name), {x}, {{"axes", ir::IntList{1}}}, name);
+    ASSERT_TRUE(r);
+    const std::vector<float> got = r->gpu[0].to_vector<float>();
+    EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1])) << name;
+    EXPECT_EQ(got[2], 1.0f) << name;
+  }
+}
+
+TEST(FusedCuda, FusedNodesOfRandomGraphs) {
+  int fused = 0;
+  for (uint32_t seed = 0; seed < 30; ++seed) {
+    const ir::Graph g = compiler::optimize(compiler::test::random_graph(seed), {});
+    for (const ir::Node& n : g.nodes()) {
+      if (n.op->name != "fused") continue;
+      std::vector<Tensor> in;
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        in.push_back(random_tensor(g.type(n.inputs[i]).dtype, g.type(n.inputs[i]).shape, seed * 31 + i));
+      const std::string what = cat("seed ", seed, " node ", fused++, "\n", n.attrs.s("body"));
+      auto r = run_both(*n.op, in, n.attrs, what);
+      ASSERT_TRUE(r) << what;
+      for (size_t i = 0; i < r->cpu.size(); ++i) expect_close(r->gpu[i], r->cpu[i], true, what);
+    }
+  }
+  EXPECT_GT(fused, 30);
+}
+
+}  // namespace
+}  // namespace kiln::cuda

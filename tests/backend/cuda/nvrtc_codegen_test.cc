@@ -1,0 +1,216 @@
+// Every kind of kernel the CUDA code generator makes compiles through NVRTC
+// for sm_90 (NVRTC needs no GPU, so this runs everywhere the toolkit is):
+// each elementwise op in each dtype it takes, cast between every pair, full
+// and arange, each reduction in each dtype over the row walk, the column walk
+// and the two-pass walk of long rows, bodies laid out otherwise than
+// naturally, and the fused nodes the compiler makes of random graphs. Also:
+// cubins' cache keys differ by architecture and NVRTC version.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/backend/cuda/fused/codegen.h"
+#include "kiln/backend/cuda/fused/cubin_cache.h"
+#include "kiln/backend/cuda/fused/nvrtc.h"
+#include "kiln/base/error.h"
+#include "kiln/codegen/elementwise_ops.h"
+#include "kiln/codegen/plan.h"
+#include "kiln/compiler/pipeline.h"
+#include "kiln/ir/graph.h"
+#include "tests/compiler/random_graphs.h"
+
+namespace kiln::cuda::fused {
+namespace {
+
+constexpr int kArch = 90;
+
+// The body of one `op` node over inputs of these types, or nullopt when the
+// op's shape rule refuses them (a dtype it does not take).
+std::optional<std::string> one_node(const char* op, const std::vector<ir::TypeInfo>& inputs,
+                                    const ir::Attrs& attrs = {}) {
+  ir::Graph g;
+  std::vector<ir::ValueId> in;
+  for (const ir::TypeInfo& t : inputs) in.push_back(g.add_input(t));
+  try {
+    g.set_outputs(g.add_node(ir::get_op(op), in, attrs).outputs);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return ir::to_text(g);
+}
+
+// Compiles the body's kernel for `space` (default: its natural layout).
+void expect_compiles(const std::string& body, const std::string& kind, const std::string& what,
+                     const codegen::Space* space = nullptr) {
+  try {
+    const codegen::Plan p = codegen::make_plan(body, kind);
+    const std::string source = generate_source(p, space ? *space : p.natural);
+    EXPECT_FALSE(compile_cubin(source, what + ".cu", kArch).empty()) << what;
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ":\n" << e.what() << "\nbody:\n" << body;
+  }
+}
+
+std::vector<std::string> unary_ops() {
+  std::vector<std::string> ops;
+#define KILN_NAME(op, F) ops.push_back(#op);
+  KILN_NUMERIC_UNARY_OPS(KILN_NAME)
+  KILN_FLOAT_UNARY_OPS(KILN_NAME)
+  KILN_LOGICAL_UNARY_OPS(KILN_NAME)
+#undef KILN_NAME
+  return ops;
+}
+
+std::vector<std::string> binary_ops() {
+  std::vector<std::string> ops;
+#define KILN_NAME(op, F) ops.push_back(#op);
+  KILN_NUMERIC_BINARY_OPS(KILN_NAME)
+  KILN_FLOAT_BINARY_OPS(KILN_NAME)
+  KILN_COMPARE_OPS(KILN_NAME)
+  KILN_LOGICAL_BINARY_OPS(KILN_NAME)
+#undef KILN_NAME
+  return ops;
+}
+
+TEST(NvrtcCodegen, EveryElementwiseOpInEveryDtypeItTakes) {
+  int compiled = 0;
+  for (DType t : kAllDTypes) {
+    const std::string d = dtype_name(t);
+    for (const std::string& op : unary_ops())
+      if (auto body = one_node(op.c_str(), {{t, {4, 8}}})) {
+        expect_compiles(*body, "elementwise", op + "_" + d);
+        ++compiled;
+      }
+    // The second input broadcasts.
+    for (const std::string& op : binary_ops())
+      if (auto body = one_node(op.c_str(), {{t, {4, 8}}, {t, {8}}})) {
+        expect_compiles(*body, "elementwise", op + "_" + d);
+        ++compiled;
+      }
+    for (bool tanh : {false, true})
+      if (auto body = one_node("gelu", {{t, {4, 8}}}, {{"tanh_approximation", tanh}})) {
+        expect_compiles(*body, "elementwise", "gelu_" + d);
+        ++compiled;
+      }
+    if (auto body = one_node("where", {{DType::b8, {4, 8}}, {t, {4, 8}}, {t, {1}}})) {
+      expect_compiles(*body, "elementwise", "where_" + d);
+      ++compiled;
+    }
+    for (DType to : kAllDTypes)
+      if (auto body = one_node("cast", {{t, {4, 8}}}, {{"dtype", to}})) {
+        expect_compiles(*body, "elementwise", cat("cast_", d, "_", dtype_name(to)));
+        ++compiled;
+      }
+    if (auto body = one_node("full", {}, {{"shape", ir::IntList{3, 5}}, {"value", 2.5}, {"dtype", t}})) {
+      expect_compiles(*body, "elementwise", "full_" + d);
+      ++compiled;
+    }
+    if (auto body = one_node("arange", {}, {{"start", 1.0}, {"stop", 11.0}, {"step", 0.5}, {"dtype", t}})) {
+      expect_compiles(*body, "elementwise", "arange_" + d);
+      ++compiled;
+    }
+  }
+  // Every op of the lists took at least f32 (or bool), and cast every pair.
+  EXPECT_GT(compiled, 200);
+}
+
+TEST(NvrtcCodegen, EveryReductionInEveryDtypeAndWalk) {
+  struct Walk {
+    const char* name;
+    Shape shape;
+    ir::IntList axes;
+  };
+  const Walk walks[] = {
+      {"rows", {6, 300}, {1}},
+      {"columns", {300, 40}, {0}},
+      {"two_pass_rows", {2, 40000}, {1}},
+      {"two_pass_columns", {40000, 16}, {0}},
+      {"all", {5, 7}, {}},
+  };
+  int compiled = 0;
+  for (const char* op : {"sum", "mean", "max", "min"})
+    for (DType t : kAllDTypes)
+      for (const Walk& w : walks)
+        if (auto body = one_node(op, {{t, w.shape}}, {{"axes", w.axes}, {"keepdim", false}})) {
+          const std::string what = cat(op, "_", dtype_name(t), "_", w.name);
+          const codegen::Plan p = codegen::make_plan(*body, "reduction");
+          EXPECT_EQ(p.reduction->columns != 0, std::string(w.name).find("columns") != std::string::npos)
+              << what;
+          EXPECT_EQ(launch_of(p).chunks > 1, std::string(w.name).find("two_pass") == 0) << what;
+          expect_compiles(*body, "reduction", what);
+          ++compiled;
+        }
+  // Per walk: sum takes all 7 dtypes, mean the 4 floating ones, max and min all but bool.
+  EXPECT_EQ(compiled, 5 * (7 + 4 + 6 + 6));
+  // Nothing to fold: every result is the identity.
+  if (auto body = one_node("sum", {{DType::f32, {4, 0}}}, {{"axes", ir::IntList{1}}}))
+    expect_compiles(*body, "reduction", "sum_empty");
+}
+
+TEST(NvrtcCodegen, OtherLayoutsGetKernelsOfTheirOwn) {
+  auto body = one_node("add", {{DType::f32, {8, 4}}, {DType::f32, {8, 4}}});
+  ASSERT_TRUE(body);
+  const codegen::Plan p = codegen::make_plan(*body, "elementwise");
+  // Input 0 is the transpose of a [4, 8] buffer.
+  const Strides strides[] = {{1, 8}, {4, 1}, {4, 1}};
+  const codegen::Space transposed = codegen::make_space(p, strides);
+  ASSERT_FALSE(transposed == p.natural);
+  EXPECT_NE(generate_source(p, transposed), generate_source(p, p.natural));
+  expect_compiles(*body, "elementwise", "add_transposed", &transposed);
+}
+
+TEST(NvrtcCodegen, FusedNodesOfRandomGraphs) {
+  int fused = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    // The pipeline, as compile() runs it: dead nodes go before the fuse pass.
+    const ir::Graph g = compiler::optimize(compiler::test::random_graph(seed), {});
+    for (const ir::Node& n : g.nodes())
+      if (n.op->name == "fused") {
+        expect_compiles(n.attrs.s("body"), n.attrs.s("kind"), cat("seed", seed, "_node", fused));
+        ++fused;
+      }
+  }
+  EXPECT_GT(fused, 40);
+}
+
+TEST(NvrtcCodegen, SourcesShareTheCpuExpressionsAndEmbedTheirHeaders) {
+  auto body = one_node("exp", {{DType::bf16, {16}}});
+  ASSERT_TRUE(body);
+  const codegen::Plan p = codegen::make_plan(*body, "elementwise");
+  const std::string src = generate_source(p, p.natural);
+  EXPECT_NE(src.find("kiln::codegen::round_to<kiln::bf16>(kiln::codegen::Exp{}(v0))"), std::string::npos) << src;
+  EXPECT_NE(src.find("struct Exp"), std::string::npos);
+  EXPECT_EQ(src.find("#include \"kiln/"), std::string::npos) << "needs the kiln source tree";
+}
+
+TEST(NvrtcCodegen, FailuresCarryNvrtcsLog) {
+  try {
+    compile_cubin("this is not CUDA", "bad.cu", kArch);
+    FAIL() << "compiled";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("NVRTC failed"), std::string::npos) << m;
+    EXPECT_NE(m.find("bad.cu"), std::string::npos) << m;
+    EXPECT_NE(m.find("error"), std::string::npos) << "no log: " << m;
+  }
+}
+
+TEST(NvrtcCodegen, CacheKeysDifferByArchitectureAndNvrtcVersion) {
+  EXPECT_FALSE(nvrtc_version().empty());
+  auto body = one_node("neg", {{DType::f32, {16}}});
+  ASSERT_TRUE(body);
+  const codegen::Plan p = codegen::make_plan(*body, "elementwise");
+  const std::string src = generate_source(p, p.natural);
+  const CacheKey key = cubin_key(p, src, 90, "13.0");
+  EXPECT_EQ(key.kind, "cuda_fused_cubin");
+  EXPECT_EQ(cubin_key(p, src, 90, "13.0"), key);
+  EXPECT_NE(cubin_key(p, src, 80, "13.0").fingerprint, key.fingerprint);
+  EXPECT_NE(cubin_key(p, src, 90, "12.8").fingerprint, key.fingerprint);
+  EXPECT_NE(cubin_key(p, src + "\n", 90, "13.0").fingerprint, key.fingerprint);
+  EXPECT_NE(entry_name(cubin_key(p, src, 80, "13.0")), entry_name(key));
+}
+
+}  // namespace
+}  // namespace kiln::cuda::fused
