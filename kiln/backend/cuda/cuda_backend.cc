@@ -15,6 +15,7 @@
 #include "kiln/backend/cuda/cublaslt.h"
 #include "kiln/backend/cuda/device_memory.h"
 #include "kiln/backend/cuda/devices.h"
+#include "kiln/backend/cuda/kernels/index_fault.h"
 #include "kiln/backend/cuda/non_finite.h"
 #include "kiln/backend/cuda/staging.h"
 #include "kiln/backend/cuda/stream.h"
@@ -70,7 +71,8 @@ class CudaBackend final : public Backend {
 
   // The queue thread binds the device and its stream before any other
   // work; synchronize() then also waits for the stream and reports what
-  // the GPU raised (a fault in a kernel is only seen there).
+  // the GPU raised (a fault in a kernel, or a bad index an indexing kernel
+  // recorded, is only seen there).
   static std::unique_ptr<DeviceState> start(int index) {
     cudaStream_t stream = nullptr;
     {
@@ -78,7 +80,11 @@ class CudaBackend final : public Backend {
       KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     }
     auto s = std::make_unique<DeviceState>(index, stream);
-    s->queue.set_sync_hook([stream] { KILN_CUDA_CHECK(cudaStreamSynchronize(stream)); });
+    s->queue.set_sync_hook([index, stream] {
+      KILN_CUDA_CHECK(cudaStreamSynchronize(stream));
+      // An out-of-range index an indexing kernel met (and skipped).
+      if (std::string fault = take_index_fault(index); !fault.empty()) fail(fault);
+    });
     s->queue.enqueue([index, stream] { bind_thread(index, stream); }, cat("starting cuda:", index));
     s->queue.synchronize();
     return s;
