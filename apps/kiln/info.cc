@@ -27,6 +27,10 @@ void add_info(CLI::App& app) {
       if (!b) continue;
       for (int i = 0; i < b->device_count(); ++i) std::cout << "  " << b->describe(i) << "\n";
     }
+    if (Backend* cuda = find_backend(DeviceKind::cuda); !cuda)
+      std::cout << "  cuda: this kiln was built without the CUDA backend\n";
+    else if (cuda->device_count() == 0)
+      std::cout << "  cuda: no CUDA device (" << cuda->no_device_reason() << ")\n";
     cpu::CpuFeatures f = cpu::cpu_features();
     auto yn = [](bool b) { return b ? "yes" : "no"; };
     std::cout << "cpu features: avx2=" << yn(f.avx2) << " avx512f=" << yn(f.avx512f)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kiln/base/error.h"
+
 namespace kiln {
 
 size_t CachingAllocator::round_size(size_t bytes) {
@@ -13,6 +15,11 @@ size_t CachingAllocator::round_size(size_t bytes) {
   size_t p = size_t(1) << (63 - __builtin_clzll(bytes));
   size_t granule = p / 4;
   return (bytes + granule - 1) / granule * granule;
+}
+
+std::string RawMemory::out_of_memory(size_t bytes, const MemoryStats& stats) {
+  return cat("out of memory allocating ", bytes, " bytes (", stats.reserved,
+             " bytes reserved, all of them in live tensors)");
 }
 
 CachingAllocator::~CachingAllocator() { empty_cache(); }
@@ -27,6 +34,12 @@ void* CachingAllocator::allocate(size_t bytes) {
     it->second.pop_back();
   } else {
     p = raw_.allocate(size);
+    if (!p) {
+      // Cached blocks of other sizes may be what the request needs.
+      release_cached();
+      p = raw_.allocate(size);
+    }
+    if (!p) fail(raw_.out_of_memory(bytes, stats_));
     stats_.reserved += static_cast<int64_t>(size);
     ++stats_.num_system_allocs;
   }
@@ -56,6 +69,10 @@ void CachingAllocator::reset_peak() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mu_);
+  release_cached();
+}
+
+void CachingAllocator::release_cached() {
   for (auto& [size, blocks] : cache_) {
     for (void* p : blocks) raw_.release(p, size);
     stats_.reserved -= static_cast<int64_t>(size * blocks.size());

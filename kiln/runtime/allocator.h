@@ -1,10 +1,13 @@
 // The caching allocator: freed blocks are kept in size classes and handed
 // out again, so steady-state training allocates nothing from the system.
+// When the system has no memory left, the cache is emptied and the request
+// tried once more before it fails (as PyTorch's does).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace kiln {
@@ -21,8 +24,11 @@ struct MemoryStats {
 class RawMemory {
  public:
   virtual ~RawMemory() = default;
-  virtual void* allocate(size_t bytes) = 0;  // throws kiln::Error when out of memory
+  virtual void* allocate(size_t bytes) = 0;  // nullptr when out of memory
   virtual void release(void* p, size_t bytes) = 0;
+  // The error message for a request of `bytes` that failed even after the
+  // cache was emptied; `stats` is the allocator's state at that moment.
+  virtual std::string out_of_memory(size_t bytes, const MemoryStats& stats);
 };
 
 class CachingAllocator {
@@ -32,7 +38,7 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  void* allocate(size_t bytes);
+  void* allocate(size_t bytes);  // throws kiln::Error when out of memory
   void free(void* p, size_t bytes);
   MemoryStats stats() const;
   void reset_peak();
@@ -45,6 +51,7 @@ class CachingAllocator {
   RawMemory& raw_;
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> cache_;
+  void release_cached();  // with mu_ held
   MemoryStats stats_;
 };
 

@@ -58,8 +58,12 @@ Backend* find_backend(DeviceKind kind) {
 Backend& backend(Device d) {
   Backend* b = find_backend(d.kind);
   KILN_CHECK(b, "device '", to_string(d), "' is not available: this kiln was built without its backend");
-  KILN_CHECK(d.index >= 0 && d.index < b->device_count(), "device '", to_string(d),
-             "' does not exist (", b->device_count(), " found)");
+  const int n = b->device_count();
+  if (d.index < 0 || d.index >= n)
+    fail("device '", to_string(d), "' does not exist: ",
+         n == 0 ? cat("this machine has none (", b->no_device_reason(), ")")
+                : cat(n, " found, numbered from 0"),
+         "; `kiln info` lists the devices");
   return *b;
 }
 

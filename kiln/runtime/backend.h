@@ -11,11 +11,19 @@
 
 namespace kiln {
 
+// Debug mode's NaN/Inf check: the first non-finite element of a tensor.
+struct NonFinite {
+  int64_t index = -1;  // flat row-major position; -1: every element is finite
+  bool nan = false;    // NaN, else an infinity
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual DeviceKind kind() const = 0;
-  virtual int device_count() const = 0;
+  virtual int device_count() const = 0;  // never throws; 0 where none is usable
+  // Why device_count() is 0, for error messages ("" when devices exist).
+  virtual std::string no_device_reason() const { return ""; }
   virtual std::string describe(int index) const = 0;  // one line for `kiln info`
   // What a measured peak is valid for: the device's model name and the
   // instruction set its GEMMs dispatch to.
@@ -23,17 +31,25 @@ class Backend {
   virtual std::string gemm_isa(int index) const = 0;
   virtual CachingAllocator& allocator(int index) = 0;
   virtual DeviceQueue& queue(int index) = 0;
-  // Runs on the device queue: copies between a device buffer and the host.
+  // Copies between a device buffer and the host, in the order of the
+  // device's queue (after the work enqueued before them). copy_to_host has
+  // written `host` when it returns; copy_from_host has read `host` when it
+  // returns, and the device buffer is written before any later queued work.
+  // copy_to_host's callers synchronise first, so that an earlier error is
+  // reported as the failure of the work that caused it.
   virtual void copy_to_host(void* host, const void* device, size_t bytes, int index) = 0;
   virtual void copy_from_host(void* device, const void* host, size_t bytes, int index) = 0;
   // Copies src into dst element by element, both strided, same dtype and
-  // shape (src may broadcast with zero strides). Runs on the caller's thread.
+  // shape (src may broadcast with zero strides). Runs on the calling thread,
+  // which for a device other than the CPU is its queue's (a kernel's).
   virtual void strided_copy(const TensorRef& dst, const TensorRef& src) = 0;
+  // The first NaN or Inf of a floating tensor. Runs on the device's queue.
+  virtual NonFinite find_non_finite(const TensorRef& t) = 0;
 };
 
 void register_backend(std::unique_ptr<Backend> backend);
 Backend* find_backend(DeviceKind kind);
-Backend& backend(Device d);  // throws when the kind is not built or the index is out of range
+Backend& backend(Device d);  // throws when the kind is not built or the device does not exist
 
 // A device buffer from the device's caching allocator.
 struct Storage {

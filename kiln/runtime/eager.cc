@@ -1,7 +1,5 @@
 #include "kiln/runtime/eager.h"
 
-#include <cmath>
-
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/defer.h"
@@ -29,16 +27,21 @@ Tensor new_tensor(const ir::TypeInfo& type, Device device) {
   return Tensor(std::move(impl));
 }
 
-// Raises if a floating output of a debug-mode op holds NaN or Inf.
+// Raises if a floating output of a debug-mode op holds NaN or Inf. The
+// search runs on the device (its queue), so only the verdict moves.
 void check_finite(const Tensor& t, size_t index, const std::string& label) {
   if (!is_floating(t.dtype()) || t.numel() == 0) return;
-  std::vector<double> host = t.to_vector<double>();
-  for (size_t i = 0; i < host.size(); ++i) {
-    if (std::isfinite(host[i])) continue;
-    fail("debug mode: ", label, " produced ", std::isnan(host[i]) ? "NaN" : "Inf", " in output ",
-         index, " (", ir::to_string(t.type()), ") at flat index ", i,
-         "; check this op's inputs (KILN_EAGER_MODE=debug checks every op)");
-  }
+  Device device = t.device();
+  Backend* b = &backend(device);
+  NonFinite found;
+  b->queue(device.index).enqueue(
+      [b, &found, r = ref_of(t), keep = t.impl().storage] { found = b->find_non_finite(r); },
+      cat(label, "'s NaN/Inf check"));
+  b->queue(device.index).synchronize();
+  if (found.index < 0) return;
+  fail("debug mode: ", label, " produced ", found.nan ? "NaN" : "Inf", " in output ", index, " (",
+       ir::to_string(t.type()), ") at flat index ", found.index,
+       "; check this op's inputs (KILN_EAGER_MODE=debug checks every op)");
 }
 
 class EagerContext final : public Context {
@@ -49,6 +52,7 @@ class EagerContext final : public Context {
                             const ir::Attrs& attrs, std::span<const ir::TypeInfo> out_types,
                             Device device) override {
     ++t_eager_ops;
+    backend(device);  // a missing device is reported as such, not as a missing kernel
     for (const Tensor& t : inputs) ensure_materialized(t);
 
     if (op.view && inputs.size() == 1) {
@@ -145,17 +149,13 @@ class EagerContext final : public Context {
     for (const Tensor& t : b) s.push_back(t.impl().storage);
     return s;
   }
+  // Debug mode runs each op alone: the queue is drained before it and
+  // synchronised after it (the device too), so a failure names this op.
   void run(Device device, std::function<void()> task, const std::string& label) {
-    if (!debug_) {
-      backend(device).queue(device.index).enqueue(std::move(task), label);
-      return;
-    }
-    backend(device).queue(device.index).synchronize();
-    try {
-      task();
-    } catch (const std::exception& e) {
-      fail(label, " failed: ", e.what());
-    }
+    DeviceQueue& queue = backend(device).queue(device.index);
+    if (debug_) queue.synchronize();
+    queue.enqueue(std::move(task), label);
+    if (debug_) queue.synchronize();
   }
 
   bool debug_;

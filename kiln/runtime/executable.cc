@@ -1,7 +1,5 @@
 #include "kiln/runtime/executable.h"
 
-#include <cstring>
-
 #include "kiln/base/error.h"
 #include "kiln/compiler/memory_plan.h"
 #include "kiln/runtime/backend.h"
@@ -184,15 +182,19 @@ void Executable::run_inline(std::span<const TensorRef> inputs,
   }
   launch_all(*impl_, refs);
   // Outputs that are an input, or repeat an earlier output, were not written.
+  // The copy is the backend's: the buffers are on the device.
   for (size_t o = 0; o < outputs.size(); ++o) {
     ir::ValueId v = graph_.outputs()[o];
-    const void* from = impl_->slots[v].kind == Slot::input ? refs[v].data
-                       : impl_->output_value_index[o] != int(o)
-                           ? outputs[size_t(impl_->output_value_index[o])].data
-                           : nullptr;
-    if (from)
-      std::memcpy(outputs[o].data, from,
-                  size_t(graph_.type(v).shape.numel()) * itemsize(graph_.type(v).dtype));
+    void* from = impl_->slots[v].kind == Slot::input ? refs[v].data
+                 : impl_->output_value_index[o] != int(o)
+                     ? outputs[size_t(impl_->output_value_index[o])].data
+                     : nullptr;
+    if (!from) continue;
+    TensorRef dst = refs[v];
+    dst.data = outputs[o].data;
+    TensorRef src = refs[v];
+    src.data = from;
+    backend(device_).strided_copy(dst, src);
   }
 }
 

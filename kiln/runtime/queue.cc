@@ -15,19 +15,34 @@ DeviceQueue::~DeviceQueue() {
   thread_.join();
 }
 
+void DeviceQueue::set_sync_hook(std::function<void()> hook) {
+  std::lock_guard lock(mu_);
+  sync_hook_ = std::move(hook);
+}
+
 void DeviceQueue::enqueue(std::function<void()> task, std::string label) {
+  push({std::move(task), std::move(label)});
+}
+
+void DeviceQueue::push(Task task) {
   {
     std::unique_lock lock(mu_);
     // Bounded run-ahead: each queued task holds its buffers, so a host far
     // ahead of the device would hold a whole step's activations at once.
     if (std::this_thread::get_id() != thread_.get_id())
       space_cv_.wait(lock, [&] { return tasks_.size() < kMaxPending; });
-    tasks_.push_back({std::move(task), std::move(label)});
+    tasks_.push_back(std::move(task));
   }
   work_cv_.notify_one();
 }
 
 void DeviceQueue::synchronize() {
+  bool hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = bool(sync_hook_);
+  }
+  if (hook) push({nullptr, "synchronisation", true});
   std::unique_lock lock(mu_);
   idle_cv_.wait(lock, [&] { return tasks_.empty() && !busy_; });
   if (!error_.empty()) {
@@ -35,6 +50,20 @@ void DeviceQueue::synchronize() {
     error_.clear();
     throw Error(e);
   }
+}
+
+std::string DeviceQueue::device_failure(const std::string& what) {
+  std::string named;
+  for (const std::string& l : since_sync_) named += (named.empty() ? "" : ", ") + l;
+  const int64_t n = run_since_sync_;
+  const bool all_named = n == int64_t(since_sync_.size());
+  since_sync_.clear();
+  run_since_sync_ = 0;
+  if (n == 0) return cat("the device reported an error at synchronisation: ", what);
+  if (n == 1) return cat(named, " failed on the device: ", what);
+  return cat("the device failed in one of the ", n, " tasks run since the last synchronisation (",
+             all_named ? "" : cat("the last ", kNamedTasks, ": "), named,
+             "); KILN_EAGER_MODE=debug synchronises after every op and names the one: ", what);
 }
 
 void DeviceQueue::run() {
@@ -45,11 +74,28 @@ void DeviceQueue::run() {
     Task task = std::move(tasks_.front());
     tasks_.pop_front();
     space_cv_.notify_one();
-    bool skip = !error_.empty();
+    // Synchronisations always run: the device must be waited for even
+    // after an error (its buffers are reused once the host moves on).
+    bool skip = !error_.empty() && !task.sync;
     busy_ = true;
+    const std::function<void()>* hook = task.sync ? &sync_hook_ : nullptr;
+    const bool track = bool(sync_hook_);
     lock.unlock();
     std::string failure;
-    if (!skip) {
+    if (hook) {
+      try {
+        (*hook)();
+        since_sync_.clear();
+        run_since_sync_ = 0;
+      } catch (const std::exception& e) {
+        failure = device_failure(e.what());
+      }
+    } else if (!skip) {
+      if (track) {
+        since_sync_.push_back(task.label);
+        if (since_sync_.size() > kNamedTasks) since_sync_.pop_front();
+        ++run_since_sync_;
+      }
       try {
         task.fn();
       } catch (const std::exception& e) {

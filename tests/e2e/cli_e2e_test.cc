@@ -38,6 +38,7 @@ TEST(Cli, InfoPrintsVersionDevicesFeaturesAndOneDnn) {
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("kiln 0."), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("cpu:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  cuda"), std::string::npos) << r.output;  // its GPUs, or why there are none
   EXPECT_NE(r.output.find("avx512f="), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("amx_bf16="), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("oneDNN "), std::string::npos) << r.output;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kiln/base/error.h"
+
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/tensor.h"
 
@@ -53,6 +55,48 @@ TEST(CachingAllocator, TracksAllocatedPeakAndReserved) {
   EXPECT_EQ(a.stats().reserved, 64);
   EXPECT_EQ(raw.releases, 1);
   a.free(q, 64);
+}
+
+// Memory of a fixed capacity: nullptr once it is used up.
+class LimitedMemory : public RawMemory {
+ public:
+  explicit LimitedMemory(size_t capacity) : left(capacity) {}
+  void* allocate(size_t bytes) override {
+    if (bytes > left) return nullptr;
+    left -= bytes;
+    return ::operator new(bytes);
+  }
+  void release(void* p, size_t bytes) override {
+    left += bytes;
+    ::operator delete(p);
+  }
+  size_t left;
+};
+
+TEST(CachingAllocator, EmptiesItsCacheAndRetriesOnceWhenOutOfMemory) {
+  LimitedMemory raw(4096);
+  CachingAllocator a(raw);
+  void* small = a.allocate(3000);
+  a.free(small, 3000);  // cached, in a class the next request cannot use
+  void* big = a.allocate(4000);
+  EXPECT_NE(big, nullptr);
+  EXPECT_EQ(a.stats().reserved, int64_t(CachingAllocator::round_size(4000)));
+  a.free(big, 4000);
+}
+
+TEST(CachingAllocator, OutOfMemoryAfterTheRetryIsAnErrorNamingTheRequest) {
+  LimitedMemory raw(4096);
+  CachingAllocator a(raw);
+  void* held = a.allocate(3000);
+  try {
+    a.allocate(2000);
+    FAIL() << "expected an out-of-memory error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory allocating 2000 bytes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(a.stats().allocated, int64_t(CachingAllocator::round_size(3000)));
+  a.free(held, 3000);
 }
 
 TEST(CachingAllocator, SizeClassesBoundWaste) {

@@ -1,5 +1,6 @@
 // The CPU backend: 64-byte aligned host memory behind the caching
 // allocator, one in-order queue thread, memcpy for host transfers.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -15,11 +16,13 @@ namespace {
 class HostMemory final : public RawMemory {
  public:
   void* allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
-    KILN_CHECK(p, "out of host memory allocating ", bytes, " bytes");
-    return p;
+    return std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
   }
   void release(void* p, size_t) override { std::free(p); }
+  std::string out_of_memory(size_t bytes, const MemoryStats& stats) override {
+    return cat("out of host memory allocating ", bytes, " bytes (kiln holds ", stats.reserved,
+               " bytes, all of them in live tensors)");
+  }
 };
 
 class CpuBackend final : public Backend {
@@ -51,6 +54,29 @@ class CpuBackend final : public Backend {
       }
       for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], size);
     });
+  }
+  NonFinite find_non_finite(const TensorRef& t) override {
+    NonFinite found;
+    visit_dtype(t.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+        // In row-major order, so the first one found is the first by index.
+        const int r = t.rank();
+        std::vector<int64_t> idx(size_t(r), 0);
+        const char* base = static_cast<const char*>(t.data);
+        for (int64_t i = 0; i < t.numel(); ++i) {
+          int64_t off = 0;
+          for (int d = 0; d < r; ++d) off += idx[size_t(d)] * t.strides[d];
+          double v = load<T>(base + off * int64_t(sizeof(T)));
+          if (!std::isfinite(v)) {
+            found = {i, std::isnan(v)};
+            return;
+          }
+          for (int d = r - 1; d >= 0 && ++idx[size_t(d)] == t.shape[d]; --d) idx[size_t(d)] = 0;
+        }
+      }
+    });
+    return found;
   }
 
  private:

@@ -34,4 +34,6 @@ void bind_thread(int device, cudaStream_t stream) {
   t_stream = stream;
 }
 
+bool bound_to(int device) { return t_bound && t_device == device; }
+
 }  // namespace kiln::cuda

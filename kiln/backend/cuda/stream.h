@@ -14,6 +14,8 @@ int current_device();
 
 // Makes `device` current on the calling thread and `stream` its stream.
 void bind_thread(int device, cudaStream_t stream);
+// Whether the calling thread is bound to `device` (is its queue thread).
+bool bound_to(int device);
 
 // Threads per block of the simple kernels (elementwise, copies), and the
 // grid that covers n elements with a grid-stride loop.

@@ -1,0 +1,37 @@
+#include "kiln/backend/cuda/device_memory.h"
+
+#include <cuda_runtime.h>
+
+#include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/devices.h"
+#include "kiln/backend/cuda/out_of_memory.h"
+
+namespace kiln::cuda {
+
+void* DeviceMemory::allocate(size_t bytes) {
+  DeviceGuard on(device_);
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it, the caller retries or reports
+    return nullptr;
+  }
+  KILN_CUDA_CHECK(err);
+  return p;
+}
+
+void DeviceMemory::release(void* p, size_t) {
+  DeviceGuard on(device_);
+  KILN_CUDA_CHECK(cudaFree(p));
+}
+
+std::string DeviceMemory::out_of_memory(size_t bytes, const MemoryStats& stats) {
+  DeviceMemoryInfo info;
+  {
+    DeviceGuard on(device_);
+    cudaMemGetInfo(&info.free, &info.total);
+  }
+  return out_of_memory_message(device_, bytes, info, stats);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,25 @@
+// A CUDA device's raw memory, under the runtime's caching allocator.
+//
+// Stream-ordered by construction: every kernel of a device runs on its one
+// in-order stream (stream.h), so a block the host frees as soon as it drops
+// its handle (while the work that used it may still be running) is handed
+// out again only to work enqueued later, which the stream runs after it.
+// Blocks go back to the driver only in empty_cache(), through cudaFree,
+// which waits for the device first.
+#pragma once
+#include "kiln/runtime/backend.h"  // MemoryStats, RawMemory
+
+namespace kiln::cuda {
+
+class DeviceMemory final : public RawMemory {
+ public:
+  explicit DeviceMemory(int device) : device_(device) {}
+  void* allocate(size_t bytes) override;  // nullptr when the device is out of memory
+  void release(void* p, size_t bytes) override;
+  std::string out_of_memory(size_t bytes, const MemoryStats& stats) override;
+
+ private:
+  int device_;
+};
+
+}  // namespace kiln::cuda

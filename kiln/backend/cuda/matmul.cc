@@ -1,0 +1,177 @@
+// The matmul kernel on CUDA: cuBLASLt, over the operands as they are stored
+// (gemm_plan.h), strided inputs included. bf16 and f16 products accumulate in f32, f32 ones in f32
+// (no TF32), f64 ones in f64. Reproducible: each problem's algorithm is
+// chosen once, by cuBLASLt's heuristic restricted to algorithms that sum
+// each dot product in one fixed order (no split-K with a separate reduction),
+// and reused for every later product of that problem.
+#include <cuda_runtime.h>
+
+#include <map>
+#include <utility>
+#include <memory>
+
+#include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/cublaslt.h"
+#include "kiln/backend/cuda/gemm_plan.h"
+#include "kiln/backend/cuda/scratch.h"
+#include "kiln/backend/cuda/stream.h"
+#include "kiln/backend/cuda/strided_copy.h"
+#include "kiln/base/error.h"
+
+namespace kiln::cuda {
+namespace {
+
+// cuBLASLt's recommended workspace on Hopper. Part of every choice of
+// algorithm, so it is fixed.
+constexpr uint64_t kMaxWorkspace = uint64_t(32) << 20;
+
+cudaDataType_t data_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::f64: return CUDA_R_64F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+    default: fail("matmul on CUDA: dtype ", dtype_name(t), " is not supported; use f32, bf16, f16 or f64");
+  }
+}
+
+template <class T>
+void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, T v) {
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v));
+}
+template <class T>
+void set(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, T v) {
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, attr, &v, sizeof v));
+}
+template <class T>
+void set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, T v) {
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof v));
+}
+
+std::string describe(const GemmProblem& p) {
+  return cat(dtype_name(p.dtype), " [", p.n, ",", p.k, "] x [", p.k, ",", p.m, "]",
+             p.batch > 1 ? cat(" in a batch of ", p.batch) : std::string());
+}
+
+// One problem's descriptors and algorithm, kept for the thread's life.
+struct Prepared {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+
+  explicit Prepared(const GemmProblem& p) {
+    const bool f64 = p.dtype == DType::f64;
+    KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                               f64 ? CUDA_R_64F : CUDA_R_32F));
+    set(desc, CUBLASLT_MATMUL_DESC_TRANSA, p.transpose_first ? CUBLAS_OP_T : CUBLAS_OP_N);
+    set(desc, CUBLASLT_MATMUL_DESC_TRANSB, p.transpose_second ? CUBLAS_OP_T : CUBLAS_OP_N);
+    const cudaDataType_t type = data_type(p.dtype);
+    first = layout(type, p.first, p.batch);
+    second = layout(type, p.second, p.batch);
+    out = layout(type, p.out, p.batch);
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kMaxWorkspace);
+    // In place (ordered by counters) or none: never partial sums combined
+    // in a separate step.
+    set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+        uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE));
+    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(p.first.align));
+    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(p.second.align));
+    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(p.out.align));
+    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(p.out.align));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), desc, first, second,
+                                                           out, out, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    KILN_CHECK(status == CUBLAS_STATUS_SUCCESS && found > 0, "matmul on CUDA: cuBLASLt has no "
+               "algorithm for the ", describe(p), " product (", cublasLtGetStatusString(status),
+               "); this is a kiln bug: report the shapes");
+    algo = result.algo;
+    workspace = result.workspaceSize;
+  }
+  ~Prepared() {
+    for (cublasLtMatrixLayout_t l : {first, second, out})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+
+  static cublasLtMatrixLayout_t layout(cudaDataType_t type, const GemmMatrix& m, int64_t batch) {
+    cublasLtMatrixLayout_t l = nullptr;
+    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, uint64_t(m.rows), uint64_t(m.cols), m.ld));
+    if (batch > 1) {
+      set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, int32_t(batch));
+      set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, m.batch_stride);
+    }
+    return l;
+  }
+};
+
+// Per queue thread, hence per device (a choice is only valid on its GPU).
+const Prepared& prepared(const GemmProblem& p) {
+  thread_local std::map<GemmProblem, std::unique_ptr<Prepared>> cache;
+  auto it = cache.find(p);
+  if (it != cache.end()) return *it->second;
+  if (cache.size() >= 4096) cache.clear();  // bounds memory when shapes keep changing
+  return *cache.emplace(p, std::make_unique<Prepared>(p)).first->second;
+}
+
+size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+void matmul_kernel(const KernelArgs& args) {
+  TensorRef a = args.in[0], b = args.in[1];
+  const TensorRef& c = args.out[0];
+  cudaStream_t stream = current_stream();
+  const size_t size = itemsize(c.dtype);
+  // Operands cuBLASLt cannot read in place (an expanded matrix dim, a
+  // strided slice of columns) are copied, dense, into the scratch buffer
+  // ahead of the workspace; transposed views and any batch strides are not.
+  const bool copy_a = !gemm_layout_ok(a), copy_b = !gemm_layout_ok(b);
+  char* copies = nullptr;
+  size_t copied = 0;
+  if (copy_a || copy_b) {
+    const size_t bytes_a = copy_a ? round_up(size_t(a.numel()) * size) : 0;
+    const size_t bytes_b = copy_b ? round_up(size_t(b.numel()) * size) : 0;
+    copied = bytes_a + bytes_b;
+    copies = static_cast<char*>(scratch(copied + kMaxWorkspace));
+    for (auto [t, at] : {std::pair{&a, copy_a ? copies : nullptr},
+                         std::pair{&b, copy_b ? copies + bytes_a : nullptr}}) {
+      if (!at) continue;
+      TensorRef dense{at, t->dtype, t->shape, contiguous_strides(t->shape)};
+      strided_copy(dense, *t);
+      *t = dense;
+    }
+  }
+  const GemmPlan plan = plan_gemm(a, b, c, args.attrs.b("transpose_a"), args.attrs.b("transpose_b"));
+  const GemmProblem& p = plan.problem;
+  if (p.k == 0) {  // an empty sum: zeros (the output is contiguous)
+    KILN_CUDA_CHECK(cudaMemsetAsync(c.data, 0, size_t(c.numel()) * size, stream));
+    return;
+  }
+  const Prepared& g = prepared(p);
+  void* workspace = !g.workspace ? nullptr : copies ? copies + copied : scratch(g.workspace);
+  const float alpha32 = 1, beta32 = 0;
+  const double alpha64 = 1, beta64 = 0;
+  const bool f64 = p.dtype == DType::f64;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  auto at = [size](void* base, int64_t offset) { return static_cast<char*>(base) + offset * int64_t(size); };
+  for (const GemmLaunch& l : plan.launches) {
+    void* out = at(c.data, l.c);
+    KILN_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), g.desc, alpha, at(b.data, l.b), g.first,
+                                     at(a.data, l.a), g.second, beta, out, g.out, out, g.out,
+                                     &g.algo, workspace, g.workspace, stream));
+  }
+}
+
+const KernelRegistrar registrations[] = {
+    {DeviceKind::cuda, "matmul", {matmul_kernel, true}},
+};
+
+}  // namespace
+}  // namespace kiln::cuda

@@ -1,0 +1,33 @@
+#include "kiln/backend/cuda/out_of_memory.h"
+
+#include <cstdio>
+
+#include "kiln/base/error.h"
+
+namespace kiln::cuda {
+namespace {
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
+  char s[32];
+  std::snprintf(s, sizeof s, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return s;
+}
+
+}  // namespace
+
+std::string out_of_memory_message(int device, size_t requested, const DeviceMemoryInfo& info,
+                                  const MemoryStats& stats) {
+  return cat("CUDA out of memory on cuda:", device, ": allocating ", bytes_text(double(requested)),
+             " (", requested, " bytes) failed with ", bytes_text(double(info.free)), " free of ",
+             bytes_text(double(info.total)), "; kiln holds ", bytes_text(double(stats.reserved)),
+             " reserved, ", bytes_text(double(stats.allocated)),
+             " of it in live tensors (its cache was emptied and the allocation retried). "
+             "Keep fewer activations for the backward (--activation_checkpoint.mode=selective "
+             "or full), use a smaller batch (--training.local_batch_size), or free tensors "
+             "that are no longer needed");
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,19 @@
+// The error for a device allocation that failed even after kiln emptied
+// its cache: what was asked, what the device had, what kiln held, and what
+// to try. A pure function, so its text is tested without a GPU.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "kiln/runtime/backend.h"  // MemoryStats, RawMemory
+
+namespace kiln::cuda {
+
+struct DeviceMemoryInfo {
+  size_t free = 0, total = 0;  // cudaMemGetInfo's, at the failure
+};
+
+std::string out_of_memory_message(int device, size_t requested, const DeviceMemoryInfo& info,
+                                  const MemoryStats& stats);
+
+}  // namespace kiln::cuda

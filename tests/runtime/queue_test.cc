@@ -1,0 +1,79 @@
+// The device queue's synchronisation hook: what a device that runs work
+// after its tasks return (a CUDA stream) reports at synchronize(), and
+// which tasks the error names.
+#include "kiln/runtime/queue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+
+#include "kiln/base/error.h"
+
+namespace kiln {
+namespace {
+
+std::string sync_error(DeviceQueue& q) {
+  try {
+    q.synchronize();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DeviceQueue, SyncHookRunsAtEverySynchronisation) {
+  DeviceQueue q;
+  std::atomic<int> syncs = 0;
+  q.set_sync_hook([&] { ++syncs; });
+  q.synchronize();
+  q.enqueue([] {}, "op 'a' (eager op #1)");
+  q.synchronize();
+  EXPECT_EQ(syncs, 2);
+}
+
+TEST(DeviceQueue, ADeviceErrorAfterOneTaskNamesIt) {
+  DeviceQueue q;
+  bool fault = false;
+  q.set_sync_hook([&] {
+    if (fault) fail("illegal address");
+  });
+  q.enqueue([] {}, "op 'a' (eager op #1)");
+  q.synchronize();
+  fault = true;
+  q.enqueue([] {}, "op 'b' (eager op #2)");
+  EXPECT_EQ(sync_error(q), "op 'b' (eager op #2) failed on the device: illegal address");
+}
+
+TEST(DeviceQueue, ADeviceErrorNamesTheTasksSinceTheLastSynchronisation) {
+  DeviceQueue q;
+  bool fault = false;
+  q.set_sync_hook([&] {
+    if (fault) fail("illegal address");
+  });
+  q.enqueue([] {}, "op 'before'");
+  q.synchronize();
+  for (int i = 0; i < 10; ++i) q.enqueue([] {}, "op #" + std::to_string(i));
+  fault = true;
+  std::string e = sync_error(q);
+  EXPECT_NE(e.find("one of the 10 tasks run since the last synchronisation (the last 8: op #2, "),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("op #9); KILN_EAGER_MODE=debug"), std::string::npos) << e;
+  EXPECT_EQ(e.find("before"), std::string::npos) << e;
+  EXPECT_NE(e.find(": illegal address"), std::string::npos) << e;
+  fault = false;
+  EXPECT_EQ(sync_error(q), "");  // reported once
+}
+
+TEST(DeviceQueue, TheDeviceIsWaitedForEvenAfterATaskFailed) {
+  DeviceQueue q;
+  std::atomic<int> syncs = 0;
+  q.set_sync_hook([&] { ++syncs; });
+  q.enqueue([] { fail("bad launch"); }, "op 'x' (eager op #3)");
+  q.enqueue([] { ADD_FAILURE() << "work behind an error must be dropped"; }, "op 'y'");
+  EXPECT_EQ(sync_error(q), "op 'x' (eager op #3) failed: bad launch");
+  EXPECT_EQ(syncs, 1);
+}
+
+}  // namespace
+}  // namespace kiln
