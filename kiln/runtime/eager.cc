@@ -90,12 +90,12 @@ class EagerContext final : public Context {
     for (const ir::TypeInfo& t : out_types) outs.push_back(new_tensor(t, device));
 
     std::string label = describe(op);
-    auto task = [kernel, &op, attrs, ins = refs(args), out_refs = refs(outs),
+    auto task = [kernel, &op, attrs, device, ins = refs(args), out_refs = refs(outs),
                  keep = storages(args, outs)] {
       bool empty = true;
       for (const TensorRef& r : out_refs) empty = empty && r.numel() == 0;
       if (empty && !out_refs.empty()) return;
-      kernel->fn(KernelArgs{ins, out_refs, attrs, op});
+      kernel->fn(KernelArgs{ins, out_refs, attrs, op, device});
     };
     run(device, std::move(task), label);
     if (debug_)

@@ -36,7 +36,7 @@ struct Executable::Impl {
 namespace {
 
 // Every kernel launch of the program, in order, over the resolved buffers.
-void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs) {
+void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs, Device device) {
   std::vector<TensorRef> in, out;
   for (const Step& s : impl.steps) {
     in.clear();
@@ -49,7 +49,7 @@ void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs
     }
     if (empty && !out.empty()) continue;
     try {
-      s.kernel->fn(KernelArgs{in, out, s.attrs, *s.op});
+      s.kernel->fn(KernelArgs{in, out, s.attrs, *s.op, device});
     } catch (const std::exception& e) {
       drain_in_flight();
       fail("in a compiled program, ", s.text, ": ", e.what());
@@ -158,7 +158,9 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
   for (const Tensor& t : outs) keep.push_back(t.impl().storage);
 
   const Impl* impl = impl_.get();
-  auto task = [impl, refs = std::move(refs), keep = std::move(keep)] { launch_all(*impl, refs); };
+  auto task = [impl, device = device_, refs = std::move(refs), keep = std::move(keep)] {
+    launch_all(*impl, refs, device);
+  };
   backend(device_).queue(device_.index).enqueue(std::move(task), "compiled program");
   if (eager_mode() == EagerMode::debug) synchronize(device_);
   return outs;
@@ -180,7 +182,7 @@ void Executable::run_inline(std::span<const TensorRef> inputs,
                                           : static_cast<char*>(arena.data) + s.where;
     refs[v] = {data, t.dtype, t.shape, contiguous_strides(t.shape)};
   }
-  launch_all(*impl_, refs);
+  launch_all(*impl_, refs, device_);
   // Outputs that are an input, or repeat an earlier output, were not written.
   // The copy is the backend's: the buffers are on the device.
   for (size_t o = 0; o < outputs.size(); ++o) {

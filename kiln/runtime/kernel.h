@@ -28,6 +28,7 @@ struct KernelArgs {
   std::span<const TensorRef> out;  // freshly allocated and contiguous
   const ir::Attrs& attrs;
   const ir::OpDef& op;
+  Device device = kCPU;  // where the buffers live (kernels that allocate or run programs need it)
 };
 
 using KernelFn = void (*)(const KernelArgs&);

@@ -1,6 +1,5 @@
 #include "kiln/runtime/scan_body.h"
 
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -60,9 +59,12 @@ TensorRef slice_of(const TensorRef& stacked, int64_t i) {
           contiguous_strides(shape)};
 }
 
+// Runs on the device's queue thread, the body's steps inline; buffers and
+// copies go through the device's backend, so one kernel serves every device.
 void scan_kernel(const KernelArgs& a) {
   const std::string& text = a.attrs.s("body");
-  std::shared_ptr<const Executable> program = body_program(text, kCPU);
+  std::shared_ptr<const Executable> program = body_program(text, a.device);
+  Backend& be = backend(a.device);
   const size_t carries = size_t(a.attrs.i("carries")), stacked = size_t(a.attrs.i("stacked"));
   const int64_t length = a.attrs.i("length");
   const bool reverse = a.attrs.b("reverse");
@@ -73,10 +75,10 @@ void scan_kernel(const KernelArgs& a) {
   for (size_t i = 0; i < carries; ++i) {
     const TensorRef& in = a.in[i];
     for (auto* side : {&current, &next}) {
-      buffers.push_back(std::make_unique<Storage>(kCPU, std::max<size_t>(bytes_of(in), 1)));
+      buffers.push_back(std::make_unique<Storage>(a.device, std::max<size_t>(bytes_of(in), 1)));
       side->push_back({buffers.back()->data, in.dtype, in.shape, contiguous_strides(in.shape)});
     }
-    std::memcpy(current[i].data, in.data, bytes_of(in));
+    be.strided_copy(current[i], in);
   }
   std::vector<TensorRef> ins(a.in.size()), outs(a.out.size());
   for (size_t k = carries + stacked; k < a.in.size(); ++k) ins[k] = a.in[k];
@@ -88,10 +90,11 @@ void scan_kernel(const KernelArgs& a) {
     program->run_inline(ins, outs);
     std::swap(current, next);
   }
-  for (size_t k = 0; k < carries; ++k) std::memcpy(a.out[k].data, current[k].data, bytes_of(a.out[k]));
+  for (size_t k = 0; k < carries; ++k) be.strided_copy(a.out[k], current[k]);
 }
 
-const KernelRegistrar registrations[] = {{DeviceKind::cpu, "scan", {scan_kernel, false}}};
+const KernelRegistrar registrations[] = {{DeviceKind::cpu, "scan", {scan_kernel, false}},
+                                         {DeviceKind::cuda, "scan", {scan_kernel, false}}};
 
 }  // namespace
 
