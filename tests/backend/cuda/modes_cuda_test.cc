@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "kiln/autograd/grad.h"
+#include "kiln/autograd/scan.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/ops/shape.h"
 #include "kiln/runtime/compile.h"
 #include "kiln/runtime/defer.h"
 #include "kiln/runtime/eager.h"
@@ -89,6 +91,42 @@ TEST(CudaModes, StrictCudaIsCloseToTheCpu) {
     ASSERT_EQ(gpu[i].size(), want.size());
     for (size_t j = 0; j < want.size(); ++j)
       EXPECT_NEAR(gpu[i][j], want[j], 1e-5 + 1e-4 * std::abs(want[j])) << "output " << i << " at " << j;
+  }
+}
+
+// A scan (the decoder stack's loop op) and the loop it stands for: on the
+// GPU the same bits, as on the CPU, and close to the CPU's values.
+std::vector<Tensor> scan_step(const std::vector<Tensor>& args, bool as_scan) {
+  auto cell = [](const Tensor& h, const Tensor& w) { return h + tanh(matmul(h, w)); };
+  auto loss = [&](const std::vector<Tensor>& a) {
+    Tensor h = a[0];
+    if (as_scan) {
+      h = scan([&](const std::vector<Tensor>& x) { return std::vector<Tensor>{cell(x[0], x[1])}; },
+               {a[0]}, {a[1]}, {})
+              .carries[0];
+    } else {
+      for (int64_t i = 0; i < a[1].shape()[0]; ++i) h = cell(h, a[1].slice(0, i, i + 1).squeeze(0));
+    }
+    return std::vector<Tensor>{sum(h * h)};
+  };
+  ValueAndGrad r = value_and_grad(loss)(args);
+  return {r.values[0], r.grads[0], r.grads[1]};
+}
+
+TEST(CudaModes, ScanEqualsItsLoopBitForBitAndIsCloseToTheCpu) {
+  auto scan_inputs = [](Device d) {
+    return std::vector<Tensor>{test::random_tensor({4, 8}, DType::f32, 5).to(d),
+                               (test::random_tensor({3, 8, 8}, DType::f32, 6) * 0.3).to(d)};
+  };
+  auto scanned = in_mode(EagerMode::strict, [&] { return scan_step(scan_inputs(kCuda0), true); });
+  auto looped = in_mode(EagerMode::strict, [&] { return scan_step(scan_inputs(kCuda0), false); });
+  EXPECT_EQ(scanned, looped);
+  std::vector<Tensor> cpu = scan_step(scan_inputs(kCPU), true);
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    std::vector<float> want = cpu[i].to_vector<float>();
+    ASSERT_EQ(scanned[i].size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j)
+      EXPECT_NEAR(scanned[i][j], want[j], 1e-5 + 1e-4 * std::abs(want[j])) << "output " << i << " at " << j;
   }
 }
 
