@@ -6,7 +6,6 @@
 // gradients). Prints TFLOP/s and the ratios kiln/cuBLASLt and kiln/torch
 // (the issue asks kiln/torch >= 0.95). Built only with the CUDA backend.
 #include <cublasLt.h>
-#include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/cuda_timing.h"
 #include "kiln/base/dtype.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/runtime/backend.h"
@@ -27,8 +27,7 @@ using kiln::DType;
 using kiln::Tensor;
 
 constexpr kiln::Device kCuda0{kiln::DeviceKind::cuda, 0};
-constexpr double kBatchSeconds = 0.2;
-constexpr int kBatches = 5;
+using bench::best_seconds_per_call;
 
 struct Gemm {
   const char* what;
@@ -53,14 +52,6 @@ double tflops(const Gemm& g, double seconds) {
   return 2.0 * double(g.m) * double(g.n) * double(g.k) / seconds / 1e12;
 }
 
-#define CHECK_CUDA(call)                                                         \
-  do {                                                                           \
-    cudaError_t e_ = (call);                                                     \
-    if (e_ != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));    \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
 #define CHECK_LT(call)                                                           \
   do {                                                                           \
     cublasStatus_t s_ = (call);                                                  \
@@ -69,17 +60,6 @@ double tflops(const Gemm& g, double seconds) {
       std::exit(1);                                                              \
     }                                                                            \
   } while (0)
-
-// The best of kBatches batches, each of enough calls for about kBatchSeconds.
-template <class Run>
-double best_seconds_per_call(Run run) {
-  run(3);
-  double warm = run(3) / 3;
-  int calls = std::max(1, std::min(10000, int(kBatchSeconds / warm)));
-  double best = 1e30;
-  for (int b = 0; b < kBatches; ++b) best = std::min(best, run(calls) / calls);
-  return best;
-}
 
 double kiln_seconds(const Gemm& g) {
   std::vector<kiln::bf16> a(size_t(g.m * g.k), kiln::bf16(0.01f)), b(size_t(g.k * g.n), kiln::bf16(0.01f));
@@ -133,22 +113,18 @@ double cublaslt_seconds(const Gemm& g) {
     std::exit(1);
   }
   const float alpha = 1, beta = 0;
-  cudaEvent_t start, end;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&end));
-  double s = best_seconds_per_call([&](int calls) {
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    for (int i = 0; i < calls; ++i)
-      CHECK_LT(cublasLtMatmul(handle, desc, &alpha, b, lb, a, la, &beta, c, lc, c, lc, &result.algo,
-                              workspace, result.workspaceSize, stream));
-    CHECK_CUDA(cudaEventRecord(end, stream));
-    CHECK_CUDA(cudaEventSynchronize(end));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, end));
-    return double(ms) / 1e3;
-  });
-  cudaEventDestroy(start);
-  cudaEventDestroy(end);
+  double s;
+  {
+    bench::EventPair ev;
+    s = best_seconds_per_call([&](int calls) {
+      CHECK_CUDA(cudaEventRecord(ev.start, stream));
+      for (int i = 0; i < calls; ++i)
+        CHECK_LT(cublasLtMatmul(handle, desc, &alpha, b, lb, a, la, &beta, c, lc, c, lc, &result.algo,
+                                workspace, result.workspaceSize, stream));
+      CHECK_CUDA(cudaEventRecord(ev.end, stream));
+      return ev.seconds();
+    });
+  }
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(lb);
   cublasLtMatrixLayoutDestroy(la);

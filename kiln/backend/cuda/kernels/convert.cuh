@@ -19,7 +19,7 @@ __global__ void from_compute_k(const C* in, T* out, long long n) {
 template <class C>
 void to_compute(const TensorRef& t, C* out, const std::string& op) {
   visit_floating_storage(t.dtype, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     launch_n(to_compute_k<C, T>, t.numel(), t.ptr<const T>(), out);
   });
 }
@@ -27,7 +27,7 @@ void to_compute(const TensorRef& t, C* out, const std::string& op) {
 template <class C>
 void from_compute(const C* in, const TensorRef& t, const std::string& op) {
   visit_floating_storage(t.dtype, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     launch_n(from_compute_k<C, T>, t.numel(), in, t.ptr<T>());
   });
 }

@@ -12,8 +12,8 @@ __global__ void fill_kernel(T* out, C value, long long n) {
 }
 
 inline void fill(const TensorRef& out, double value) {
-  visit_storage(out.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  visit_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
     using C = compute_t<T>;
     launch_n(fill_kernel<T, C>, out.numel(), out.ptr<T>(), static_cast<C>(value));
   });

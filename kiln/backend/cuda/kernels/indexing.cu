@@ -49,15 +49,15 @@ Reporter reporter(IndexOp op, int axis, long long size) {
   return {index_fault_slot(), int(op), axis, size};
 }
 
-// Calls f(Type<W>{}) with W an unsigned word of the dtype's size: moving
+// Calls f(W{}) with W an unsigned word of the dtype's size: moving
 // elements never converts them.
 template <class F>
 void visit_word(DType t, F&& f) {
   switch (itemsize(t)) {
-    case 1: return f(Type<uint8_t>{});
-    case 2: return f(Type<uint16_t>{});
-    case 4: return f(Type<uint32_t>{});
-    case 8: return f(Type<uint64_t>{});
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
   }
   fail("CUDA indexing kernel: no element word for ", dtype_name(t));
 }
@@ -66,8 +66,8 @@ void visit_word(DType t, F&& f) {
 template <class F>
 void visit_addable(DType t, const char* op, F&& f) {
   KILN_CHECK(t != DType::b8, op, " (CUDA): bool tensors cannot be added");
-  visit_storage(t, [&](auto tag) {
-    if constexpr (!std::is_same_v<typename decltype(tag)::type, bool>) f(tag);
+  visit_dtype(t, [&](auto tag) {
+    if constexpr (!std::is_same_v<decltype(tag), bool>) f(tag);
   });
 }
 
@@ -95,7 +95,7 @@ void gather_kernel(const KernelArgs& a) {
   Layout xl = layout_of(index.shape, x.strides);
   Reporter r = reporter(IndexOp::gather, axis, x.shape[axis]);
   visit_word(x.dtype, [&](auto tag) {
-    using W = typename decltype(tag)::type;
+    using W = decltype(tag);
     launch_n(gather_k<W>, index.numel(), a.out[0].ptr<W>(), x.ptr<const W>(), index_of(index), xl,
              axis, r);
   });
@@ -154,7 +154,7 @@ void scatter_add_kernel(const KernelArgs& a) {
   }
   Reporter r = reporter(IndexOp::scatter_add, g.axis, x.shape[g.axis]);
   visit_addable(x.dtype, "scatter_add", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     launch_n(scatter_add_k<T>, x.numel(), a.out[0].ptr<T>(), x.ptr<const T>(), index_of(index),
              src.ptr<const T>(), g, r);
   });
@@ -193,7 +193,7 @@ void take(const KernelArgs& a, int axis, Reporter r) {
   const TensorRef &x = a.in[0], &index = a.in[1];
   AxisSplit s = split_at(x.shape, axis);
   visit_word(x.dtype, [&](auto tag) {
-    using W = typename decltype(tag)::type;
+    using W = decltype(tag);
     launch_n(take_k<W>, a.out[0].numel(), a.out[0].ptr<W>(), x.ptr<const W>(), index_of(index),
              index.numel(), s.inner, r);
   });
@@ -278,7 +278,7 @@ void index_add_kernel(const KernelArgs& a) {
                                                     order_in, order_out, int(m), 0, bits, stream));
   }
   visit_addable(x.dtype, "index_add", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     launch_n(index_add_k<T>, x.numel(), a.out[0].ptr<T>(), x.ptr<const T>(), src.ptr<const T>(),
              keys_out, order_out, s.size, m, s.inner);
   });
@@ -296,8 +296,8 @@ __global__ void one_hot_k(T* out, Index index, Reporter r, long long n) {
 void one_hot_kernel(const KernelArgs& a) {
   const TensorRef& out = a.out[0];
   Reporter r = reporter(IndexOp::one_hot, -1, a.attrs.i("num_classes"));
-  visit_storage(out.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  visit_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
     launch_n(one_hot_k<T>, out.numel(), out.ptr<T>(), index_of(a.in[0]), r);
   });
 }

@@ -28,14 +28,12 @@ __device__ T next_below(T v) {
   if constexpr (std::is_same_v<T, float>) return nextafterf(v, -INFINITY);
   else if constexpr (std::is_same_v<T, double>) return nextafter(v, -(double)INFINITY);
   else {  // bf16, f16: sign-magnitude bits
-    unsigned short b;
-    if constexpr (std::is_same_v<T, bf16_t>) b = __bfloat16_as_ushort(v);
-    else b = __half_as_ushort(v);
+    uint16_t b = v.bits;
     if ((b & 0x7fff) == 0) b = 0x8001;  // below +-0: the smallest negative
-    else if (b & 0x8000) b = (unsigned short)(b + 1);
-    else b = (unsigned short)(b - 1);
-    if constexpr (std::is_same_v<T, bf16_t>) return __ushort_as_bfloat16(b);
-    else return __ushort_as_half(b);
+    else if (b & 0x8000) b = uint16_t(b + 1);
+    else b = uint16_t(b - 1);
+    v.bits = b;
+    return v;
   }
 }
 
@@ -69,7 +67,7 @@ __global__ void bernoulli_k(T* out, Stream s, double p, long long n) {
 void uniform_kernel(const KernelArgs& a) {
   const TensorRef& out = a.out[0];
   visit_floating_storage(out.dtype, "random_uniform", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     launch_n(uniform_k<T>, out.numel(), out.ptr<T>(), stream_of(a), a.attrs.f("low"),
              a.attrs.f("high"));
   });
@@ -78,7 +76,7 @@ void uniform_kernel(const KernelArgs& a) {
 void normal_kernel(const KernelArgs& a) {
   const TensorRef& out = a.out[0];
   visit_floating_storage(out.dtype, "random_normal", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     launch_n(normal_k<T>, out.numel(), out.ptr<T>(), stream_of(a), a.attrs.f("mean"),
              a.attrs.f("std"));
   });
@@ -86,8 +84,8 @@ void normal_kernel(const KernelArgs& a) {
 
 void bernoulli_kernel(const KernelArgs& a) {
   const TensorRef& out = a.out[0];
-  visit_storage(out.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  visit_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
     launch_n(bernoulli_k<T>, out.numel(), out.ptr<T>(), stream_of(a), a.attrs.f("p"));
   });
 }

@@ -5,14 +5,16 @@
 // CPU's bits; exp and log are CUDA's (expf within 2 ulp, the CPU's own f32
 // exp within 1), so logsumexp and the softmaxes differ from the CPU's in the
 // last bits. The sum, mean, max and min ops live with the code generator.
-#include <limits>
 #include <vector>
 
 #include "kiln/backend/cuda/kernels/row_fold.cuh"
 #include "kiln/backend/cuda/layout.cuh"
+#include "kiln/codegen/math.h"
 
 namespace kiln::cuda {
 namespace {
+
+namespace math = codegen::math;
 
 // The input split into the kept axes (one row per position, row-major, as
 // the contiguous output) and the reduced ones (a row's elements, row-major).
@@ -57,11 +59,7 @@ RowPlan output_plan(const KernelArgs& a) {
   return plan_of(a.in[0].shape, contiguous_strides(a.in[0].shape), reduced_axes(a));
 }
 
-template <class C>
-MaxOp<C> max_op() {
-  using L = std::numeric_limits<C>;
-  return {L::has_infinity ? -L::infinity() : L::lowest()};
-}
+template <class T> using MaxOp = ExtremumOp<T, true>;
 
 // A row's elements in the compute type.
 template <class T>
@@ -75,8 +73,8 @@ struct RowLoad {
 // The row maximum made safe to subtract: a non-finite one becomes 0, so a
 // row of -inf gives exp(-inf) = 0 and an inf or NaN propagates.
 template <class T>
-__device__ compute_t<T> stable_shift(const RowLoad<T>& at, MaxOp<compute_t<T>> mx) {
-  const compute_t<T> m = block_fold<compute_t<T>>(mx, at.p.length, at);
+__device__ compute_t<T> stable_shift(const RowLoad<T>& at, MaxOp<T> mx) {
+  const compute_t<T> m = block_fold(mx, at.p.length, at);
   return isfinite(m) ? m : compute_t<T>(0);
 }
 
@@ -84,7 +82,7 @@ __device__ compute_t<T> stable_shift(const RowLoad<T>& at, MaxOp<compute_t<T>> m
 template <class T>
 __device__ compute_t<T> exp_sum(const RowLoad<T>& at, compute_t<T> shift) {
   using C = compute_t<T>;
-  return block_fold<C>(SumOp<C>{}, at.p.length, [&](long long r) { return exp_of(at(r) - shift); });
+  return block_fold(SumOp<T, C>{}, at.p.length, [&](long long r) { return math::exp(at(r) - shift); });
 }
 
 // Runs kernel<<<rows>>> (one block per row; grid-strided beyond 2^20 rows).
@@ -96,12 +94,12 @@ void launch_rows(K kernel, long long rows, A... args) {
 }
 
 template <class T>
-__global__ void logsumexp_k(const T* x, RowPlan p, MaxOp<compute_t<T>> mx, T* out) {
+__global__ void logsumexp_k(const T* x, RowPlan p, MaxOp<T> mx, T* out) {
   for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
     RowLoad<T> at{x, p, row};
     const compute_t<T> shift = stable_shift(at, mx);
     const compute_t<T> s = exp_sum(at, shift);
-    if (threadIdx.x == 0) out[row] = narrow<T>(shift + log_of(s));
+    if (threadIdx.x == 0) out[row] = narrow<T>(shift + math::log(s));
   }
 }
 
@@ -112,8 +110,8 @@ __global__ void var_k(const T* x, RowPlan p, long long correction, T* out) {
   for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
     RowLoad<T> at{x, p, row};
     const C n = C(p.length);
-    const C mean = block_fold<C>(SumOp<C>{}, p.length, at) / n;
-    const C dev = block_fold<C>(SumOp<C>{}, p.length, [&](long long r) {
+    const C mean = block_fold(SumOp<T, C>{}, p.length, at) / n;
+    const C dev = block_fold(SumOp<T, C>{}, p.length, [&](long long r) {
       const C d = at(r) - mean;
       return d * d;
     });
@@ -125,16 +123,16 @@ __global__ void var_k(const T* x, RowPlan p, long long correction, T* out) {
 
 // softmax = exp(x - m) / sum, log_softmax = (x - m) - log(sum).
 template <class T, bool kLog>
-__global__ void softmax_k(const T* x, RowPlan p, RowPlan q, MaxOp<compute_t<T>> mx, T* out) {
+__global__ void softmax_k(const T* x, RowPlan p, RowPlan q, MaxOp<T> mx, T* out) {
   using C = compute_t<T>;
   for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
     RowLoad<T> at{x, p, row};
     const C shift = stable_shift(at, mx);
     const C s = exp_sum(at, shift);
-    const C t = kLog ? log_of(s) : s;
+    const C t = kLog ? math::log(s) : s;
     for (long long r = threadIdx.x; r < p.length; r += blockDim.x) {
       const C v = at(r) - shift;
-      out[q.offset(row, r)] = narrow<T>(kLog ? v - t : exp_of(v) / t);
+      out[q.offset(row, r)] = narrow<T>(kLog ? v - t : math::exp(v) / t);
     }
   }
 }
@@ -142,18 +140,18 @@ __global__ void softmax_k(const T* x, RowPlan p, RowPlan q, MaxOp<compute_t<T>> 
 // The first maximum (a NaN counts as the maximum, the first NaN wins): the
 // maximum, then the least position holding it.
 template <class T>
-__global__ void argmax_k(const T* x, RowPlan p, MaxOp<compute_t<T>> mx, int64_t* out) {
+__global__ void argmax_k(const T* x, RowPlan p, MaxOp<T> mx, int64_t* out) {
   using C = compute_t<T>;
-  const MinOp<long long> first{p.length - 1};  // as the CPU's scan, which stops at the last
+  const ExtremumOp<int64_t, false> first;
   for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
     RowLoad<T> at{x, p, row};
-    const C best = block_fold<C>(mx, p.length, at);
+    const C best = block_fold(mx, p.length, at);
     const bool nan = best != best;
-    const long long r = block_fold<long long>(first, p.length, [&](long long i) {
+    const int64_t r = block_fold(first, p.length, [&](long long i) {
       const C v = at(i);
-      return v == best || (nan && v != v) ? i : first.identity;
+      return v == best || (nan && v != v) ? int64_t(i) : first.identity;
     });
-    if (threadIdx.x == 0) out[row] = r < 0 ? 0 : r;
+    if (threadIdx.x == 0) out[row] = r < p.length ? r : 0;  // an empty row gives 0, as on the CPU
   }
 }
 
@@ -165,9 +163,9 @@ void check_same_dtype(const KernelArgs& a) {
 void logsumexp_kernel(const KernelArgs& a) {
   check_same_dtype(a);
   visit_floating_storage(a.in[0].dtype, a.op.name, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     RowPlan p = input_plan(a);
-    launch_rows(logsumexp_k<T>, p.rows, a.in[0].ptr<const T>(), p, max_op<compute_t<T>>(),
+    launch_rows(logsumexp_k<T>, p.rows, a.in[0].ptr<const T>(), p, MaxOp<T>{},
                 a.out[0].ptr<T>());
   });
 }
@@ -175,7 +173,7 @@ void logsumexp_kernel(const KernelArgs& a) {
 void var_kernel(const KernelArgs& a) {
   check_same_dtype(a);
   visit_floating_storage(a.in[0].dtype, a.op.name, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     RowPlan p = input_plan(a);
     launch_rows(var_k<T>, p.rows, a.in[0].ptr<const T>(), p, (long long)a.attrs.i("correction"),
                 a.out[0].ptr<T>());
@@ -186,20 +184,20 @@ template <bool kLog>
 void softmax_kernel(const KernelArgs& a) {
   check_same_dtype(a);
   visit_floating_storage(a.in[0].dtype, a.op.name, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     RowPlan p = input_plan(a);
     launch_rows(softmax_k<T, kLog>, p.rows, a.in[0].ptr<const T>(), p, output_plan(a),
-                max_op<compute_t<T>>(), a.out[0].ptr<T>());
+                MaxOp<T>{}, a.out[0].ptr<T>());
   });
 }
 
 void argmax_kernel(const KernelArgs& a) {
   KILN_CHECK(a.in[0].dtype != DType::b8, "argmax (CUDA): bool input is not supported");
-  visit_storage(a.in[0].dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  visit_dtype(a.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
       RowPlan p = input_plan(a);
-      launch_rows(argmax_k<T>, p.rows, a.in[0].ptr<const T>(), p, max_op<compute_t<T>>(),
+      launch_rows(argmax_k<T>, p.rows, a.in[0].ptr<const T>(), p, MaxOp<T>{},
                   a.out[0].ptr<int64_t>());
     }
   });

@@ -5,15 +5,13 @@
 // rows and then the chunks in order. f32 compute (f64 for f64), one rounding.
 #include "kiln/backend/cuda/kernels/common.cuh"
 #include "kiln/backend/cuda/scratch.h"
+#include "kiln/codegen/elementwise_ops.h"
 
 namespace kiln::cuda {
 namespace {
 
 constexpr int kRowsPerBlock = 8;  // warps per block, a row each
 constexpr long long kChunk = 32;  // rows per partial weight gradient
-
-__device__ inline float sqrt_of(float x) { return sqrtf(x); }
-__device__ inline double sqrt_of(double x) { return sqrt(x); }
 
 // kernel_helpers.h's lane_sum: lane k of 16 sums f(k), f(k + 16), .. over
 // the whole blocks of 16, the lanes add in order, then the tail. Every lane
@@ -38,7 +36,7 @@ __device__ compute_t<T> inv_rms(const T* x, long long d, compute_t<T> eps) {
     const C v = widen(x[i]);
     return v * v;
   });
-  return C(1) / sqrt_of(ss / C(d) + eps);
+  return codegen::Rsqrt{}(ss / C(d) + eps);
 }
 
 // The calling warp's row, or -1 past the last (warp-uniform).
@@ -103,7 +101,7 @@ __global__ void rms_norm_dw_k(const compute_t<T>* partial, T* dw, long long chun
 
 void rms_norm_kernel(const KernelArgs& a) {
   visit_floating_storage(a.in[0].dtype, "rms_norm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     const long long d = a.in[1].shape[0], rows = d ? a.in[0].numel() / d : 0;
     if (rows == 0) return;
     rms_norm_k<T><<<row_blocks(rows), 32 * kRowsPerBlock, 0, current_stream()>>>(
@@ -115,7 +113,7 @@ void rms_norm_kernel(const KernelArgs& a) {
 
 void rms_norm_backward_kernel(const KernelArgs& a) {
   visit_floating_storage(a.in[0].dtype, "rms_norm_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     using C = compute_t<T>;
     const long long d = a.in[1].shape[0], rows = d ? a.in[0].numel() / d : 0;
     const long long chunks = (rows + kChunk - 1) / kChunk;

@@ -66,7 +66,7 @@ __global__ void rope_dtable_k(const T* x, const T* g, C* dcos, C* dsin, RopeDims
 
 void rope_kernel(const KernelArgs& a) {
   visit_floating_storage(a.in[0].dtype, "rope", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     using C = compute_t<T>;
     const RopeDims r = dims_of(a);
     const long long table = a.in[1].numel();
@@ -80,7 +80,7 @@ void rope_kernel(const KernelArgs& a) {
 
 void rope_backward_kernel(const KernelArgs& a) {
   visit_floating_storage(a.in[0].dtype, "rope_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     using C = compute_t<T>;
     const RopeDims r = dims_of(a);
     const long long table = a.in[1].numel();

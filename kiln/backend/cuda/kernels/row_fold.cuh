@@ -7,6 +7,7 @@
 // run, and the CPU's bits wherever the loaded values are the same. No atomics.
 #pragma once
 #include "kiln/backend/cuda/kernels/common.cuh"
+#include "kiln/codegen/reduce_ops.h"
 
 namespace kiln::cuda {
 
@@ -14,30 +15,17 @@ inline constexpr int kFoldWarps = 8;
 inline constexpr int kFoldThreads = 32 * kFoldWarps;  // the block size of fold kernels
 inline constexpr long long kFoldChunk = 4096;          // fold.h's kChunk (kLanes = 32)
 
-template <class C>
-struct SumOp {
-  C identity = 0;
-  __device__ C combine(C a, C b) const { return a + b; }
-};
-
-// Maximum; a NaN anywhere gives NaN (fold.h's ExtremumOp). The host gives
-// the identity (-inf, or the lowest integer).
-template <class C>
-struct MaxOp {
-  C identity;
-  __device__ C combine(C a, C b) const { return (b > a) | (b != b) ? b : a; }
-};
-
-template <class C>
-struct MinOp {
-  C identity;
-  __device__ C combine(C a, C b) const { return b < a ? b : a; }
-};
+// The CPU's fold operations (SumOp; ExtremumOp, a NaN anywhere giving NaN).
+using codegen::ExtremumOp;
+using codegen::sum_acc_t;
+using codegen::SumOp;
 
 // Called by every thread of a kFoldThreads block with the same arguments;
-// returns the fold of load(r) over [0, length) to every thread.
-template <class C, class Op, class Load>
-__device__ C block_fold(const Op& op, long long length, Load load) {
+// returns op's fold of load(r) (an accumulator value) over [0, length) to
+// every thread.
+template <class Op, class Load>
+__device__ auto block_fold(const Op& op, long long length, Load load) {
+  using C = decltype(op.identity);
   __shared__ C part[kFoldWarps];
   __shared__ C result;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;

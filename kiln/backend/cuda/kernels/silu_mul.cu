@@ -3,20 +3,18 @@
 // rounding. The sigmoid's exp is CUDA's (expf within 2 ulp; the CPU's own
 // f32 exp within 1), so results may differ from the CPU's in the last bits.
 #include "kiln/backend/cuda/kernels/common.cuh"
+#include "kiln/codegen/elementwise_ops.h"
 
 namespace kiln::cuda {
 namespace {
 
-template <class C>
-__device__ C sigmoid_of(C x) {
-  return C(1) / (C(1) + exp_of(-x));
-}
+using codegen::Sigmoid;  // 1 / (1 + exp(-x)), as the CPU's sigmoid_of
 
 template <class T>
 __global__ void silu_mul_k(const T* gate, const T* up, T* out, long long n) {
   for (long long i = grid_start(); i < n; i += grid_step()) {
     const compute_t<T> g = widen(gate[i]);
-    out[i] = narrow<T>(g * sigmoid_of(g) * widen(up[i]));
+    out[i] = narrow<T>(g * Sigmoid{}(g) * widen(up[i]));
   }
 }
 
@@ -25,7 +23,7 @@ __global__ void silu_mul_backward_k(const T* gate, const T* up, const T* dy, T* 
                                     long long n) {
   using C = compute_t<T>;
   for (long long i = grid_start(); i < n; i += grid_step()) {
-    const C g = widen(gate[i]), u = widen(up[i]), d = widen(dy[i]), s = sigmoid_of(g);
+    const C g = widen(gate[i]), u = widen(up[i]), d = widen(dy[i]), s = Sigmoid{}(g);
     dgate[i] = narrow<T>(d * u * s * (C(1) + g * (C(1) - s)));
     dup[i] = narrow<T>(d * g * s);
   }
@@ -33,7 +31,7 @@ __global__ void silu_mul_backward_k(const T* gate, const T* up, const T* dy, T* 
 
 void silu_mul_kernel(const KernelArgs& a) {
   visit_floating_storage(a.in[0].dtype, "silu_mul", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     launch_n(silu_mul_k<T>, a.out[0].numel(), a.in[0].ptr<const T>(), a.in[1].ptr<const T>(),
              a.out[0].ptr<T>());
   });
@@ -41,7 +39,7 @@ void silu_mul_kernel(const KernelArgs& a) {
 
 void silu_mul_backward_kernel(const KernelArgs& a) {
   visit_floating_storage(a.in[0].dtype, "silu_mul_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using T = decltype(tag);
     launch_n(silu_mul_backward_k<T>, a.out[0].numel(), a.in[0].ptr<const T>(),
              a.in[1].ptr<const T>(), a.in[2].ptr<const T>(), a.out[0].ptr<T>(), a.out[1].ptr<T>());
   });

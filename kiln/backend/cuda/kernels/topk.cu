@@ -77,8 +77,8 @@ void topk_kernel(const KernelArgs& a) {
   const long long lines = outer * inner;
   if (k == 0 || lines == 0) return;
   KILN_CHECK(x.dtype != DType::b8, "topk (CUDA): bool input is not supported");
-  visit_storage(x.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  visit_dtype(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
       const unsigned blocks = unsigned(std::min(lines, 1LL << 20));
       topk_k<T><<<blocks, kThreads, 0, current_stream()>>>(

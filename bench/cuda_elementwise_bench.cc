@@ -1,0 +1,161 @@
+// Memory-bound elementwise work on the GPU: the device-to-device copy
+// bandwidth (bytes read + written) as the reference; a large add and silu
+// through kiln's eager ops on cuda:0 (bf16 and f32) as GB/s and as a
+// fraction of it; and an 8-op chain, y = silu(x*1.5 + 0.25) * tanh(x) -
+// sigmoid(x^2), in strict eager (8 kernels), defer_and_fuse and compile(fn)
+// (one fused kernel) against PyTorch eager (bench/cuda_elementwise_torch.py,
+// run with $KILN_PYTHON or python3). The issue asks fused/torch >= 3x: the
+// fused kernel moves 2 tensors' bytes where eager moves 18. GPU time comes
+// from CUDA events recorded on kiln's stream, after warm-up. Built only
+// with the CUDA backend.
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/cuda_timing.h"
+#include "kiln/backend/cuda/stream.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/compile.h"
+#include "kiln/runtime/context.h"
+#include "kiln/runtime/defer.h"
+#include "kiln/runtime/tensor.h"
+
+namespace {
+
+using kiln::DType;
+using kiln::Tensor;
+
+constexpr kiln::Device kCuda0{kiln::DeviceKind::cuda, 0};
+constexpr int64_t kElements = int64_t(256) << 20;
+// Records `e` on the stream kiln's cuda:0 work runs on, in queue order (so
+// it lands between the ops enqueued before and after it).
+void record_on_kiln_stream(cudaEvent_t e) {
+  kiln::find_backend(kiln::DeviceKind::cuda)
+      ->queue(0)
+      .enqueue([e] { CHECK_CUDA(cudaEventRecord(e, kiln::cuda::current_stream())); },
+               "cuda_elementwise_bench: timing event");
+}
+
+// GPU seconds per call of step() on kiln's stream.
+double kiln_seconds(const std::function<void()>& step) {
+  bench::EventPair ev;
+  return bench::best_seconds_per_call([&](int calls) {
+    record_on_kiln_stream(ev.start);
+    for (int i = 0; i < calls; ++i) step();
+    record_on_kiln_stream(ev.end);
+    kiln::synchronize(kCuda0);  // the queue has issued the end event
+    return ev.seconds();
+  });
+}
+
+// Seconds per device-to-device cudaMemcpy of `bytes`, on a stream of its own.
+double copy_seconds(size_t bytes) {
+  void *src, *dst;
+  CHECK_CUDA(cudaMalloc(&src, bytes));
+  CHECK_CUDA(cudaMalloc(&dst, bytes));
+  CHECK_CUDA(cudaMemset(src, 0, bytes));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  double s;
+  {
+    bench::EventPair ev;
+    s = bench::best_seconds_per_call([&](int calls) {
+      CHECK_CUDA(cudaEventRecord(ev.start, stream));
+      for (int i = 0; i < calls; ++i)
+        CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+      CHECK_CUDA(cudaEventRecord(ev.end, stream));
+      return ev.seconds();
+    });
+  }
+  cudaStreamDestroy(stream);
+  cudaFree(src);
+  cudaFree(dst);
+  return s;
+}
+
+// The chain; bench/cuda_elementwise_torch.py computes the same ops.
+Tensor chain(const Tensor& x) {
+  return kiln::silu(x * 1.5 + 0.25) * kiln::tanh(x) - kiln::sigmoid(kiln::square(x));
+}
+
+// PyTorch eager's seconds per chain call by dtype name, from the helper
+// script; empty (and said so) when torch or its GPU is unavailable.
+std::map<std::string, double> torch_chain_seconds() {
+  const char* py = std::getenv("KILN_PYTHON");
+  std::string cmd = std::string(py ? py : "python3") + " " KILN_BENCH_DIR "/cuda_elementwise_torch.py " +
+                    std::to_string(kElements) + " bf16 f32";
+  std::map<std::string, double> out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char line[512], dtype[16];
+  double s;
+  while (std::fgets(line, sizeof line, p)) {
+    if (std::sscanf(line, "torch %15s %lf", dtype, &s) == 2) out[dtype] = s;
+    else std::printf("torch: %s", line);
+  }
+  if (pclose(p) != 0 || out.empty()) std::printf("torch eager: unavailable (%s failed)\n", cmd.c_str());
+  return out;
+}
+
+double gbps(double bytes, double seconds) { return bytes / seconds / 1e9; }
+
+}  // namespace
+
+int main() {
+  kiln::Backend* cuda = kiln::find_backend(kiln::DeviceKind::cuda);
+  if (!cuda || cuda->device_count() == 0) {
+    std::string why = cuda ? cuda->no_device_reason() : "kiln was built without the CUDA backend";
+    std::printf("skipped: no CUDA device%s%s\n", why.empty() ? "" : ": ", why.c_str());
+    return 0;
+  }
+  std::printf("%s\n%s\n", cuda->model(0).c_str(), cuda->describe(0).c_str());
+  const auto torch = torch_chain_seconds();
+  const double n = double(kElements);
+
+  const size_t copy_bytes = size_t(kElements) * 4;
+  const double copy_bw = gbps(2.0 * double(copy_bytes), copy_seconds(copy_bytes));
+  std::printf("copy (cudaMemcpy D2D, %zu MiB, read + write): %.0f GB/s\n", copy_bytes >> 20, copy_bw);
+
+  std::printf("%-6s %-22s %10s %10s %9s\n", "dtype", "op (256 Mi elements)", "ms", "GB/s", "of copy");
+  kiln::Generator g(1);
+  for (DType dt : {DType::bf16, DType::f32}) {
+    const double item = double(kiln::itemsize(dt));
+    Tensor x = kiln::uniform({kElements}, -2, 2, g, dt, kCuda0);
+    Tensor y = kiln::uniform({kElements}, -2, 2, g, dt, kCuda0);
+    kiln::synchronize(kCuda0);
+    auto row = [&](const char* what, double bytes, double seconds) {
+      std::printf("%-6s %-22s %10.3f %10.0f %9.2f\n", kiln::dtype_name(dt), what, seconds * 1e3,
+                  gbps(bytes, seconds), gbps(bytes, seconds) / copy_bw);
+    };
+    row("add (eager)", 3 * n * item, kiln_seconds([&] { kiln::add(x, y); }));
+    row("silu (eager)", 2 * n * item, kiln_seconds([&] { kiln::silu(x); }));
+
+    // The chain: GB/s counts the fused kernel's bytes (x in, y out) for all.
+    const double chain_bytes = 2 * n * item;
+    const double strict = kiln_seconds([&] { chain(x); });
+    double deferred;
+    {
+      kiln::EagerModeGuard mode(kiln::EagerMode::defer_and_fuse);
+      deferred = kiln_seconds([&] { kiln::eval({chain(x)}); });
+    }
+    kiln::CompiledFunction compiled =
+        kiln::compile([](const std::vector<Tensor>& a) { return std::vector<Tensor>{chain(a[0])}; });
+    const double comp = kiln_seconds([&] { compiled({x}); });
+    row("chain strict", chain_bytes, strict);
+    row("chain defer_and_fuse", chain_bytes, deferred);
+    row("chain compile", chain_bytes, comp);
+    auto t = torch.find(kiln::dtype_name(dt));
+    if (t != torch.end()) {
+      row("chain torch eager", chain_bytes, t->second);
+      std::printf("%-6s chain speedup vs torch eager: defer_and_fuse %.2fx, compile %.2fx (issue: >= 3x)\n",
+                  kiln::dtype_name(dt), t->second / deferred, t->second / comp);
+    }
+    kiln::empty_cache(kCuda0);  // the next dtype's tensors start from free memory
+  }
+  return 0;
+}
