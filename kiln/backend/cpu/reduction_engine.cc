@@ -3,20 +3,6 @@
 
 namespace kiln::cpu {
 
-std::vector<bool> reduced_axes(const KernelArgs& a) {
-  const int rank = a.in[0].rank();
-  std::vector<bool> reduced(size_t(std::max(rank, 1)), false);
-  const char* what = a.op.name.c_str();
-  if (a.attrs.has("axis")) {
-    reduced[normalize_axis(a.attrs.i("axis"), rank, what)] = true;
-    return reduced;
-  }
-  const auto& axes = a.attrs.ints("axes");
-  if (axes.empty()) reduced.assign(reduced.size(), true);
-  for (int64_t axis : axes) reduced[normalize_axis(axis, rank, what)] = true;
-  return reduced;
-}
-
 namespace {
 
 // Appends an axis to one group, merging it into the group's last axis when

@@ -16,6 +16,7 @@
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/base/dtype.h"
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/kernel_layout.h"
 
 namespace kiln::cpu {
 
@@ -30,8 +31,6 @@ struct ReducePlan {
   int64_t length() const { return reduced.numel(); }
 };
 
-// Axes from the op's "axes" attribute (empty: all), or one "axis".
-std::vector<bool> reduced_axes(const KernelArgs& a);
 ReducePlan make_plan(const TensorRef& in, const std::vector<bool>& reduced);
 
 // Offset (in elements) of position `index` of a row-major index space.

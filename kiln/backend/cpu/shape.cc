@@ -2,6 +2,7 @@
 // block of another.
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/kernel_layout.h"
 
 namespace kiln::cpu {
 namespace {
@@ -10,44 +11,8 @@ void copy_into(const TensorRef& dst, const TensorRef& src) {
   find_backend(DeviceKind::cpu)->strided_copy(dst, src);
 }
 
-// The block of `t` that starts at `start[d]` in each dimension and has `shape`.
-TensorRef block(const TensorRef& t, const Dims& start, const Shape& shape) {
-  int64_t offset = 0;
-  for (int d = 0; d < t.rank(); ++d) offset += start[d] * t.strides[d];
-  return {static_cast<char*>(t.data) + offset * int64_t(itemsize(t.dtype)), t.dtype, shape,
-          t.strides};
-}
-
-// The block of `t` at [start, start + n) along `axis`.
-TensorRef block_on_axis(const TensorRef& t, int axis, int64_t start, int64_t n) {
-  Dims at = Dims::filled(t.rank(), 0);
-  at[axis] = start;
-  Shape shape = t.shape;
-  shape[axis] = n;
-  return block(t, at, shape);
-}
-
-void concat_kernel(const KernelArgs& a) {
-  const TensorRef& out = a.out[0];
-  int axis = normalize_axis(a.attrs.i("axis"), out.rank(), "concat");
-  int64_t start = 0;
-  for (const TensorRef& in : a.in) {
-    int64_t n = in.shape[axis];
-    if (in.numel() > 0) copy_into(block_on_axis(out, axis, start, n), in);
-    start += n;
-  }
-}
-
-void split_kernel(const KernelArgs& a) {
-  const TensorRef& in = a.in[0];
-  int axis = normalize_axis(a.attrs.i("axis"), in.rank(), "split");
-  int64_t start = 0;
-  for (const TensorRef& out : a.out) {
-    int64_t n = out.shape[axis];
-    if (out.numel() > 0) copy_into(out, block_on_axis(in, axis, start, n));
-    start += n;
-  }
-}
+void concat_kernel(const KernelArgs& a) { concat_parts(a, copy_into); }
+void split_kernel(const KernelArgs& a) { split_parts(a, copy_into); }
 
 void pad_kernel(const KernelArgs& a) {
   const TensorRef& out = a.out[0];
@@ -57,10 +22,7 @@ void pad_kernel(const KernelArgs& a) {
     compute_t<T> v = static_cast<compute_t<T>>(value);
     map<T>(out, [v]() { return v; }, {});
   });
-  const auto& pads = a.attrs.ints("pads");
-  Dims at = Dims::filled(out.rank(), 0);
-  for (int d = 0; d < out.rank(); ++d) at[d] = pads[2 * d];
-  if (a.in[0].numel() > 0) copy_into(block(out, at, a.in[0].shape), a.in[0]);
+  if (a.in[0].numel() > 0) copy_into(pad_interior(a), a.in[0]);
 }
 
 const KernelRegistrar registrations[] = {

@@ -10,6 +10,7 @@
 #include "kiln/backend/cuda/kernels/row_fold.cuh"
 #include "kiln/backend/cuda/layout.cuh"
 #include "kiln/codegen/math.h"
+#include "kiln/runtime/kernel_layout.h"
 
 namespace kiln::cuda {
 namespace {
@@ -34,21 +35,6 @@ RowPlan plan_of(const Shape& shape, const Strides& strides, const std::vector<bo
     (reduced[d] ? rst : kst).push_back(strides[d]);
   }
   return {layout_of(ks, kst), layout_of(rs, rst), ks.numel(), rs.numel()};
-}
-
-// Axes from the op's "axes" attribute (empty: all), or its one "axis".
-std::vector<bool> reduced_axes(const KernelArgs& a) {
-  const int rank = a.in[0].rank();
-  std::vector<bool> reduced(size_t(rank), false);
-  const char* what = a.op.name.c_str();
-  if (a.attrs.has("axis")) {
-    reduced[normalize_axis(a.attrs.i("axis"), rank, what)] = true;
-    return reduced;
-  }
-  const auto& axes = a.attrs.ints("axes");
-  if (axes.empty()) reduced.assign(reduced.size(), true);
-  for (int64_t axis : axes) reduced[normalize_axis(axis, rank, what)] = true;
-  return reduced;
 }
 
 // The input's plan and, for the softmaxes, the output's (contiguous).
