@@ -8,10 +8,8 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <thread>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -27,6 +25,7 @@
 #include "kiln/runtime/recording.h"
 #include "kiln/runtime/tensor.h"
 #include "kiln/runtime/threads.h"
+#include "tests/support/spread_values.h"
 #include "tests/support/temp_dir.h"
 
 namespace kiln::cpu::fused {
@@ -85,43 +84,8 @@ struct Body {
   }
 };
 
-// Values spread over a range that exercises the math (negative, near zero,
-// large), and some exact ties for comparisons and maximum.
-Tensor random_tensor(DType t, const Shape& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-3, 3);
-  std::vector<double> v(size_t(s.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 7 == 3 ? 0.5 : u(rng);
-  if (t == DType::b8) {
-    std::vector<bool> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = v[i] > 0;
-    return from_vector<bool>(b, s, kCPU);
-  }
-  if (t == DType::i32 || t == DType::i64) {
-    std::vector<int64_t> n(v.size());
-    for (size_t i = 0; i < v.size(); ++i) n[i] = int64_t(std::lround(v[i] * 10));
-    return from_vector<int64_t>(n, s).to(t);
-  }
-  return from_vector<double>(v, s).to(t);
-}
-
-// The bytes of a tensor's elements.
-std::vector<uint8_t> bits(const Tensor& t) {
-  std::vector<uint8_t> out;
-  if (t.dtype() == DType::b8) {
-    for (bool b : t.to_vector<bool>()) out.push_back(b);
-    return out;
-  }
-  visit_dtype(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, bool>) {
-      std::vector<T> v = t.to_vector<T>();
-      out.resize(v.size() * sizeof(T));
-      std::memcpy(out.data(), v.data(), out.size());
-    }
-  });
-  return out;
-}
+using test::element_bytes;
+using test::spread_tensor;
 
 std::vector<Tensor> run_unfused(const std::string& body, const std::vector<Tensor>& inputs) {
   EagerModeGuard strict(EagerMode::strict);
@@ -171,7 +135,7 @@ void expect_same_bits(const std::vector<Tensor>& got, const std::vector<Tensor>&
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].type(), want[i].type()) << what << " output " << i;
-    std::vector<uint8_t> a = bits(got[i]), b = bits(want[i]);
+    std::vector<uint8_t> a = element_bytes(got[i]), b = element_bytes(want[i]);
     size_t diff = 0;
     while (diff < a.size() && a[diff] == b[diff]) ++diff;
     EXPECT_EQ(diff, a.size()) << what << ": output " << i << " (" << ir::to_string(got[i].type())
@@ -227,7 +191,7 @@ TEST_F(Fused, ChainOfEightElementwiseOps) {
     v = b.op("exp", {v});
     v = b.op("maximum", {v, y});
     v = b.op("sigmoid", {v});
-    check(b.text({v}), "elementwise", {random_tensor(t, {37, 129}, 1), random_tensor(t, {37, 129}, 2)});
+    check(b.text({v}), "elementwise", {spread_tensor(t, {37, 129}, 1), spread_tensor(t, {37, 129}, 2)});
   }
 }
 
@@ -279,7 +243,7 @@ TEST_F(Fused, EveryElementwiseOpInEveryType) {
       outs.push_back(b.op("gelu", {x}, {{"tanh_approximation", true}}));
       outs.push_back(b.op("gelu", {x}, {{"tanh_approximation", false}}));
     }
-    check(b.text(outs), "elementwise", {random_tensor(t, {1000}, 3), random_tensor(t, {1000}, 4)});
+    check(b.text(outs), "elementwise", {spread_tensor(t, {1000}, 3), spread_tensor(t, {1000}, 4)});
   }
 }
 
@@ -295,8 +259,8 @@ TEST_F(Fused, BroadcastingInputsAndConstants) {
   v = b.op("mul", {v, b.full(-1.5, DType::f32, {3, 1})});
   v = b.op("div", {v, b.op("add", {b.op("abs", {z}), b.full(1, DType::f32, {1})})});
   check(b.text({v, b.op("exp", {v})}), "elementwise",
-        {random_tensor(DType::f32, {4, 1, 8}, 4), random_tensor(DType::f32, {3, 1}, 5),
-         random_tensor(DType::f32, {8}, 6), random_tensor(DType::f32, {}, 7)});
+        {spread_tensor(DType::f32, {4, 1, 8}, 4), spread_tensor(DType::f32, {3, 1}, 5),
+         spread_tensor(DType::f32, {8}, 6), spread_tensor(DType::f32, {}, 7)});
 }
 
 TEST_F(Fused, WhereCompareCastAndLogicalMixes) {
@@ -318,8 +282,8 @@ TEST_F(Fused, WhereCompareCastAndLogicalMixes) {
   ValueId ne = b.op("ne", {i, b.full(0, DType::i32)});
   ValueId h = b.cast(b.op("where", {ne, d, b.op("sign", {d})}), DType::f16);
   check(b.text({back, eq, i, h, b.cast(i, DType::i64)}), "elementwise",
-        {random_tensor(DType::bf16, {16, 33}, 8), random_tensor(DType::f32, {33}, 9),
-         random_tensor(DType::b8, {16, 1}, 10)});
+        {spread_tensor(DType::bf16, {16, 33}, 8), spread_tensor(DType::f32, {33}, 9),
+         spread_tensor(DType::b8, {16, 1}, 10)});
 }
 
 TEST_F(Fused, IntegerArithmeticAndArange) {
@@ -330,7 +294,7 @@ TEST_F(Fused, IntegerArithmeticAndArange) {
   v = b.op("maximum", {v, b.op("neg", {b.op("abs", {x})})});
   ValueId f = b.op("arange", {}, {{"start", 0.5}, {"stop", 20.5}, {"step", 0.5}, {"dtype", DType::bf16}});
   ValueId g = b.op("add", {b.cast(v, DType::bf16), f});
-  check(b.text({v, g}), "elementwise", {random_tensor(DType::i64, {5, 40}, 11)});
+  check(b.text({v, g}), "elementwise", {spread_tensor(DType::i64, {5, 40}, 11)});
 }
 
 TEST_F(Fused, LargeInputsSplitAcrossThreadsAndBlocks) {
@@ -339,7 +303,7 @@ TEST_F(Fused, LargeInputsSplitAcrossThreadsAndBlocks) {
   ValueId y = b.in(DType::f32, {100003});
   ValueId v = b.op("silu", {b.op("add", {x, y})});
   std::string body = b.text({b.op("mul", {v, y})});
-  std::vector<Tensor> in{random_tensor(DType::f32, {3, 100003}, 12), random_tensor(DType::f32, {100003}, 13)};
+  std::vector<Tensor> in{spread_tensor(DType::f32, {3, 100003}, 12), spread_tensor(DType::f32, {100003}, 13)};
   check(body, "elementwise", in);
   Body r;
   x = r.in(DType::f32, {3, 100003});
@@ -383,7 +347,7 @@ TEST_F(Fused, ReductionsOverLastMiddleAndAllAxes) {
     SCOPED_TRACE(cat(c.op, c.shape, " over ", Shape(c.axes)));
     const DType t = c.dtype;
     const Shape row{c.shape[c.shape.size() - 1]};
-    std::vector<Tensor> in{random_tensor(t, c.shape, 14), random_tensor(t, row, 15)};
+    std::vector<Tensor> in{spread_tensor(t, c.shape, 14), spread_tensor(t, row, 15)};
     Body b;
     ValueId x = b.in(t, c.shape), y = b.in(t, row);
     with_output = !with_output;
@@ -401,17 +365,17 @@ TEST_F(Fused, EmptyAndRankZeroSpaces) {
   Body e;
   ValueId x = e.in(DType::f32, {0, 5});
   ValueId v = e.op("exp", {x});
-  check(e.text({e.reduce("sum", v, {0}), v}), "reduction", {random_tensor(DType::f32, {0, 5}, 24)});
+  check(e.text({e.reduce("sum", v, {0}), v}), "reduction", {spread_tensor(DType::f32, {0, 5}, 24)});
   Body m;
   x = m.in(DType::f32, {0, 5});
-  check(m.text({m.reduce("mean", m.op("exp", {x}), {0})}), "reduction", {random_tensor(DType::f32, {0, 5}, 25)});
+  check(m.text({m.reduce("mean", m.op("exp", {x}), {0})}), "reduction", {spread_tensor(DType::f32, {0, 5}, 25)});
   Body z;
   x = z.in(DType::f32, {});
   ValueId w = z.op("add", {z.op("exp", {x}), x});
-  check(z.text({w}), "elementwise", {random_tensor(DType::f32, {}, 26)});
+  check(z.text({w}), "elementwise", {spread_tensor(DType::f32, {}, 26)});
   Body r;
   x = r.in(DType::f64, {});
-  check(r.text({r.reduce("sum", r.op("exp", {x}), {})}), "reduction", {random_tensor(DType::f64, {}, 27)});
+  check(r.text({r.reduce("sum", r.op("exp", {x}), {})}), "reduction", {spread_tensor(DType::f64, {}, 27)});
 }
 
 TEST_F(Fused, IntegerAndBoolReductions) {
@@ -419,25 +383,25 @@ TEST_F(Fused, IntegerAndBoolReductions) {
   ValueId x = b.in(DType::f32, {12, 70});
   ValueId y = b.in(DType::f32, {70});
   ValueId count = b.reduce("sum", b.op("gt", {x, y}), {1});
-  check(b.text({count}), "reduction", {random_tensor(DType::f32, {12, 70}, 16), random_tensor(DType::f32, {70}, 17)});
+  check(b.text({count}), "reduction", {spread_tensor(DType::f32, {12, 70}, 16), spread_tensor(DType::f32, {70}, 17)});
   Body c;
   ValueId i = c.in(DType::i32, {9, 40});
   ValueId sq = c.op("square", {i});
-  check(c.text({c.reduce("sum", sq, {0}), sq}), "reduction", {random_tensor(DType::i32, {9, 40}, 18)});
+  check(c.text({c.reduce("sum", sq, {0}), sq}), "reduction", {spread_tensor(DType::i32, {9, 40}, 18)});
   Body d;
   i = d.in(DType::i32, {9, 40});
-  check(d.text({d.reduce("max", d.op("neg", {i}), {1})}), "reduction", {random_tensor(DType::i32, {9, 40}, 19)});
+  check(d.text({d.reduce("max", d.op("neg", {i}), {1})}), "reduction", {spread_tensor(DType::i32, {9, 40}, 19)});
 }
 
 TEST_F(Fused, ReductionOfABodyInputDirectly) {
   Body b;
   ValueId x = b.in(DType::bf16, {6, 5000});
-  check(b.text({b.reduce("sum", x, {1})}), "reduction", {random_tensor(DType::bf16, {6, 5000}, 20)});
+  check(b.text({b.reduce("sum", x, {1})}), "reduction", {spread_tensor(DType::bf16, {6, 5000}, 20)});
   // With library calls in the body, generated code evaluates in tiles.
   Body c;
   x = c.in(DType::bf16, {6, 5000});
   ValueId e = c.op("add", {c.op("exp", {c.op("tanh", {x})}), x});
-  check(c.text({c.reduce("max", x, {1}), e}), "reduction", {random_tensor(DType::bf16, {6, 5000}, 20)});
+  check(c.text({c.reduce("max", x, {1}), e}), "reduction", {spread_tensor(DType::bf16, {6, 5000}, 20)});
 }
 
 // Fused nodes in graphs the runtime runs, with views as inputs (the kernel
@@ -453,8 +417,8 @@ TEST_F(Fused, RunsAsAGraphNode) {
   x = r.in(DType::f32, {40, 24});
   ValueId e = r.op("exp", {x});
   std::string red = r.text({r.reduce("sum", e, {0}), e});
-  Tensor base = random_tensor(DType::f32, {24, 40}, 22);
-  std::vector<Tensor> in{base.transpose(0, 1), random_tensor(DType::f32, {40, 24}, 23)};
+  Tensor base = spread_tensor(DType::f32, {24, 40}, 22);
+  std::vector<Tensor> in{base.transpose(0, 1), spread_tensor(DType::f32, {40, 24}, 23)};
   for (CodegenMode mode : {CodegenMode::off, CodegenMode::sync}) {
     set_codegen_mode(mode);
     expect_same_bits(run_fused_node(ew, "elementwise", in), run_unfused(ew, in), "elementwise node");
@@ -469,7 +433,7 @@ TEST_F(Fused, FirstCallDoesNotWaitForTheCompiler) {
   ValueId x = b.in(DType::f32, {256});
   ValueId v = b.op("add", {b.op("exp", {x}), b.full(double(getpid()) + 0.25, DType::f32, {256})});
   std::string body = b.text({b.op("sqrt", {b.op("abs", {v})})});
-  std::vector<Tensor> in{random_tensor(DType::f32, {256}, 21)};
+  std::vector<Tensor> in{spread_tensor(DType::f32, {256}, 21)};
   std::vector<Tensor> want = run_unfused(body, in);
 
   set_codegen_mode(CodegenMode::async);

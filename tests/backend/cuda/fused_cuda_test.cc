@@ -14,10 +14,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -27,6 +25,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/tensor.h"
+#include "tests/support/spread_values.h"
 #include "tests/compiler/random_graphs.h"
 
 namespace kiln::cuda {
@@ -45,41 +44,8 @@ double tolerance(DType t) {
   }
 }
 
-// Values over a range that exercises the math, with exact ties.
-Tensor random_tensor(DType t, const Shape& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-3, 3);
-  std::vector<double> v(size_t(s.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 7 == 3 ? 0.5 : u(rng);
-  if (t == DType::b8) {
-    std::vector<bool> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = v[i] > 0;
-    return from_vector<bool>(b, s, kCPU);
-  }
-  if (t == DType::i32 || t == DType::i64) {
-    std::vector<int64_t> n(v.size());
-    for (size_t i = 0; i < v.size(); ++i) n[i] = int64_t(std::lround(v[i] * 10));
-    return from_vector<int64_t>(n, s).to(t);
-  }
-  return from_vector<double>(v, s).to(t);
-}
-
-std::vector<uint8_t> bits(const Tensor& t) {
-  std::vector<uint8_t> out;
-  if (t.dtype() == DType::b8) {
-    for (bool b : t.to_vector<bool>()) out.push_back(b);
-    return out;
-  }
-  visit_dtype(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, bool>) {
-      std::vector<T> v = t.to_vector<T>();
-      out.resize(v.size() * sizeof(T));
-      std::memcpy(out.data(), v.data(), out.size());
-    }
-  });
-  return out;
-}
+using test::element_bytes;
+using test::spread_tensor;
 
 // `gpu` (on the CPU again) against `cpu`; exact unless `approximate`.
 void expect_close(const Tensor& gpu, const Tensor& cpu, bool approximate, const std::string& what,
@@ -87,7 +53,7 @@ void expect_close(const Tensor& gpu, const Tensor& cpu, bool approximate, const 
   ASSERT_EQ(gpu.dtype(), cpu.dtype()) << what;
   ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
   if (!approximate || !is_floating(cpu.dtype())) {
-    EXPECT_EQ(bits(gpu), bits(cpu)) << what << ": not bit-identical";
+    EXPECT_EQ(element_bytes(gpu), element_bytes(cpu)) << what << ": not bit-identical";
     return;
   }
   const std::vector<double> a = gpu.to_vector<double>(), b = cpu.to_vector<double>();
@@ -125,7 +91,7 @@ std::optional<Run> run_both(const ir::OpDef& op, const std::vector<Tensor>& inpu
       EXPECT_EQ(out[i].device(), kGpu) << what;
       Tensor back = out[i].to(kCPU);
       if (run == 0) r.gpu.push_back(back);
-      else EXPECT_EQ(bits(back), bits(r.gpu[i])) << what << ": output " << i << " differs between runs";
+      else EXPECT_EQ(element_bytes(back), element_bytes(r.gpu[i])) << what << ": output " << i << " differs between runs";
     }
   }
   return r;
@@ -152,7 +118,7 @@ TEST(FusedCuda, EveryElementwiseOpInEveryDtype) {
   for (DType t : kAllDTypes) {
     // Enough positions for several blocks of the grid-stride loop; the
     // second input broadcasts.
-    const Tensor x = random_tensor(t, {37, 1029}, 1), y = random_tensor(t, {1029}, 2);
+    const Tensor x = spread_tensor(t, {37, 1029}, 1), y = spread_tensor(t, {1029}, 2);
     for (const std::string& name : functor_ops()) {
       const ir::OpDef& o = op(name.c_str());
       std::vector<Tensor> in{x};
@@ -166,7 +132,7 @@ TEST(FusedCuda, EveryElementwiseOpInEveryDtype) {
     for (bool tanh : {false, true})
       if (auto r = run_both(op("gelu"), {x}, {{"tanh_approximation", tanh}}, cat("gelu ", dtype_name(t))))
         expect_close(r->gpu[0], r->cpu[0], true, cat("gelu ", dtype_name(t)));
-    const Tensor c = random_tensor(DType::b8, {37, 1029}, 3);
+    const Tensor c = spread_tensor(DType::b8, {37, 1029}, 3);
     if (auto r = run_both(op("where"), {c, x, y}, {}, cat("where ", dtype_name(t))))
       expect_close(r->gpu[0], r->cpu[0], false, cat("where ", dtype_name(t)));
     for (DType to : kAllDTypes)
@@ -178,7 +144,7 @@ TEST(FusedCuda, EveryElementwiseOpInEveryDtype) {
 
 TEST(FusedCuda, StridedInputsRunInTheirLayout) {
   // A transposed view: a kernel generated for that layout, no copy.
-  const Tensor x = random_tensor(DType::f32, {64, 48}, 4), y = random_tensor(DType::f32, {48, 64}, 5);
+  const Tensor x = spread_tensor(DType::f32, {64, 48}, 4), y = spread_tensor(DType::f32, {48, 64}, 5);
   const ir::Attrs t{{"dims", ir::IntList{1, 0}}};
   const Tensor cpu = apply1(op("add"), {apply1(op("permute"), {x}, t), y});
   const Tensor gpu = apply1(op("add"), {apply1(op("permute"), {x.to(kGpu)}, t), y.to(kGpu)});
@@ -212,7 +178,7 @@ TEST(FusedCuda, ReductionsOverEveryWalk) {
   for (const char* name : {"sum", "mean", "max", "min"})
     for (DType t : kAllDTypes)
       for (const Walk& w : walks) {
-        const Tensor x = random_tensor(t, w.shape, 6);
+        const Tensor x = spread_tensor(t, w.shape, 6);
         const ir::Attrs attrs{{"axes", w.axes}, {"keepdim", w.keepdim}};
         const std::string what = cat(name, " ", dtype_name(t), " ", w.name);
         auto r = run_both(op(name), {x}, attrs, what);
@@ -250,7 +216,7 @@ TEST(FusedCuda, FusedNodesOfRandomGraphs) {
       if (n.op->name != "fused") continue;
       std::vector<Tensor> in;
       for (size_t i = 0; i < n.inputs.size(); ++i)
-        in.push_back(random_tensor(g.type(n.inputs[i]).dtype, g.type(n.inputs[i]).shape, seed * 31 + i));
+        in.push_back(spread_tensor(g.type(n.inputs[i]).dtype, g.type(n.inputs[i]).shape, seed * 31 + i));
       const std::string what = cat("seed ", seed, " node ", fused++, "\n", n.attrs.s("body"));
       auto r = run_both(*n.op, in, n.attrs, what);
       ASSERT_TRUE(r) << what;
