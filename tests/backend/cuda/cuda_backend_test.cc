@@ -11,22 +11,14 @@
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/tensor.h"
+#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
 
 constexpr Device kCuda0{DeviceKind::cuda, 0};
 
-// The error `f` throws ("" if none).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 Backend& cuda_backend() {
   Backend* b = find_backend(DeviceKind::cuda);

@@ -17,21 +17,14 @@
 #include "kiln/runtime/eager.h"
 #include "kiln/runtime/tensor.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
 
 constexpr Device kCuda0{DeviceKind::cuda, 0};
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 template <class T>
 void expect_round_trip(DType dtype) {
