@@ -25,6 +25,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/tensor.h"
+#include "tests/backend/cuda/against_cpu.h"
 #include "tests/support/spread_values.h"
 #include "tests/compiler/random_graphs.h"
 
@@ -99,27 +100,15 @@ std::optional<Run> run_both(const ir::OpDef& op, const std::vector<Tensor>& inpu
 
 const ir::OpDef& op(const char* name) { return ir::get_op(name); }
 
-std::vector<std::string> functor_ops() {
-  std::vector<std::string> ops;
-#define KILN_NAME(op, F) ops.push_back(#op);
-  KILN_NUMERIC_UNARY_OPS(KILN_NAME)
-  KILN_FLOAT_UNARY_OPS(KILN_NAME)
-  KILN_LOGICAL_UNARY_OPS(KILN_NAME)
-  KILN_NUMERIC_BINARY_OPS(KILN_NAME)
-  KILN_FLOAT_BINARY_OPS(KILN_NAME)
-  KILN_COMPARE_OPS(KILN_NAME)
-  KILN_LOGICAL_BINARY_OPS(KILN_NAME)
-#undef KILN_NAME
-  return ops;
-}
-
 TEST(FusedCuda, EveryElementwiseOpInEveryDtype) {
   int ran = 0;
   for (DType t : kAllDTypes) {
     // Enough positions for several blocks of the grid-stride loop; the
     // second input broadcasts.
     const Tensor x = spread_tensor(t, {37, 1029}, 1), y = spread_tensor(t, {1029}, 2);
-    for (const std::string& name : functor_ops()) {
+    std::vector<std::string> names = test::unary_op_names();
+    for (const std::string& b : test::binary_op_names()) names.push_back(b);
+    for (const std::string& name : names) {
       const ir::OpDef& o = op(name.c_str());
       std::vector<Tensor> in{x};
       if (o.num_inputs == 2) in.push_back(y);

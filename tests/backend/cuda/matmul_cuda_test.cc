@@ -11,27 +11,13 @@
 
 #include "kiln/ops/matmul.h"
 #include "kiln/runtime/tensor.h"
+#include "tests/backend/cuda/against_cpu.h"
 #include "tests/support/gradcheck.h"
 
 namespace kiln {
 namespace {
 
-constexpr Device kCuda0{DeviceKind::cuda, 0};
-
-// |cuda - cpu| <= atol + rtol |cpu|, per dtype: both accumulate in f32 (f64
-// for f64) but in different orders; 16-bit results differ by their rounding.
-struct Tolerance {
-  double rtol, atol;
-};
-Tolerance tolerance(DType t) {
-  switch (t) {
-    case DType::f64: return {1e-12, 1e-12};
-    case DType::f32: return {1e-5, 1e-5};
-    case DType::f16: return {2e-3, 2e-3};
-    case DType::bf16: return {1.6e-2, 1.6e-2};
-    default: return {0, 0};
-  }
-}
+using test::kCuda0;
 
 const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16, DType::f64};
 
@@ -43,7 +29,7 @@ void expect_matches_cpu(const Shape& a_shape, const Shape& b_shape, bool ta, boo
   EXPECT_EQ(on_gpu.device(), kCuda0);
   std::vector<double> gpu = on_gpu.to_vector<double>();
   ASSERT_EQ(gpu.size(), cpu.size());
-  Tolerance tol = tolerance(t);
+  test::Tolerance tol = test::cuda_tolerance(t);
   for (size_t i = 0; i < cpu.size(); ++i)
     ASSERT_LE(std::abs(gpu[i] - cpu[i]), tol.atol + tol.rtol * std::abs(cpu[i]))
         << dtype_name(t) << " " << to_string(a_shape) << (ta ? "^T" : "") << " @ "

@@ -19,6 +19,7 @@
 #include "kiln/codegen/plan.h"
 #include "kiln/compiler/pipeline.h"
 #include "kiln/ir/graph.h"
+#include "tests/backend/cuda/against_cpu.h"
 #include "tests/compiler/random_graphs.h"
 
 namespace kiln::cuda::fused {
@@ -53,38 +54,17 @@ void expect_compiles(const std::string& body, const std::string& kind, const std
   }
 }
 
-std::vector<std::string> unary_ops() {
-  std::vector<std::string> ops;
-#define KILN_NAME(op, F) ops.push_back(#op);
-  KILN_NUMERIC_UNARY_OPS(KILN_NAME)
-  KILN_FLOAT_UNARY_OPS(KILN_NAME)
-  KILN_LOGICAL_UNARY_OPS(KILN_NAME)
-#undef KILN_NAME
-  return ops;
-}
-
-std::vector<std::string> binary_ops() {
-  std::vector<std::string> ops;
-#define KILN_NAME(op, F) ops.push_back(#op);
-  KILN_NUMERIC_BINARY_OPS(KILN_NAME)
-  KILN_FLOAT_BINARY_OPS(KILN_NAME)
-  KILN_COMPARE_OPS(KILN_NAME)
-  KILN_LOGICAL_BINARY_OPS(KILN_NAME)
-#undef KILN_NAME
-  return ops;
-}
-
 TEST(NvrtcCodegen, EveryElementwiseOpInEveryDtypeItTakes) {
   int compiled = 0;
   for (DType t : kAllDTypes) {
     const std::string d = dtype_name(t);
-    for (const std::string& op : unary_ops())
+    for (const std::string& op : test::unary_op_names())
       if (auto body = one_node(op.c_str(), {{t, {4, 8}}})) {
         expect_compiles(*body, "elementwise", op + "_" + d);
         ++compiled;
       }
     // The second input broadcasts.
-    for (const std::string& op : binary_ops())
+    for (const std::string& op : test::binary_op_names())
       if (auto body = one_node(op.c_str(), {{t, {4, 8}}, {t, {8}}})) {
         expect_compiles(*body, "elementwise", op + "_" + d);
         ++compiled;
