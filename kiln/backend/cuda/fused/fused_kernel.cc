@@ -62,13 +62,16 @@ class FusedKernel {
         launch_(launch_of(plan_)),
         constants_(codegen::full_constants(plan_)) {}
 
-  void run(std::span<const TensorRef> in, std::span<const TensorRef> out) {
+  // `natural`: the variant for the natural layout; other layouts run the
+  // shape-generic kernels.
+  void run(std::span<const TensorRef> in, std::span<const TensorRef> out, Variant natural) {
     Binding b = codegen::bind(plan_, in, out);
     if (plan_.reduction ? plan_.reduction->results == 0 : plan_.numel == 0) return;
     for (const TensorRef* r : b.results)
       KILN_CHECK(r->contiguous(), "CUDA fused kernel: a reduction's result must be contiguous");
+    const Variant variant = b.space == plan_.natural ? natural : Variant::shape_generic;
     const int device = current_device();
-    const Kernels k = kernels(device, b.space);
+    const Kernels k = kernels(device, b.space, variant);
     cudaStream_t stream = current_stream();
     // The argument struct of codegen.h: pointers, then constants.
     std::vector<uint64_t> args(size_t(pointer_count(plan_)) + std::max<size_t>(1, constants_.size()));
@@ -81,6 +84,10 @@ class FusedKernel {
       args[size_t(pointer_count(plan_)) - 1] = reinterpret_cast<uint64_t>(
           scratch(size_t(plan_.reduction->results * launch_.chunks * launch_.acc_bytes)));
     std::copy(constants_.begin(), constants_.end(), args.begin() + pointer_count(plan_));
+    if (variant == Variant::shape_generic) {
+      const std::vector<uint64_t> layout = layout_arguments(plan_, b.space);
+      args.insert(args.end(), layout.begin(), layout.end());
+    }
     if (!plan_.reduction) {
       launch(k.main, grid_for(launch_.positions), kBlock, 1, args.data(), stream);
       return;
@@ -93,13 +100,13 @@ class FusedKernel {
  private:
   // The kernels for a layout on a device: generated, compiled (or found in
   // the cache) and loaded the first time.
-  Kernels kernels(int device, const Space& space) {
+  Kernels kernels(int device, const Space& space, Variant variant) {
     std::lock_guard lock(mu_);
-    std::string key = layout_key(space);
+    std::string key = variant == Variant::shape_generic ? cat("generic rank ", space.shape.size()) : layout_key(space);
     auto it = loaded_.find({device, key});
     if (it != loaded_.end()) return it->second;
-    const std::string source = generate_source(plan_, space);
-    const Cubin cubin = cubin_for(plan_, source, architecture(device));
+    const std::string source = generate_source(plan_, space, variant);
+    const Cubin cubin = cubin_for(source, architecture(device));
     const std::string id = ir::to_string(cubin.key.fingerprint);
     Kernels k;
     k.main = loaded_kernel(device, id, cubin.bytes, plan_.reduction ? kFoldSymbol : kEvalSymbol);
@@ -137,7 +144,7 @@ const KernelRegistrar registrations[] = {{DeviceKind::cuda, "fused", {fused_kern
 
 void run_body(const std::string& body, const std::string& kind, std::span<const TensorRef> in,
               std::span<const TensorRef> out) {
-  kernel_for(body, kind).run(in, out);
+  kernel_for(body, kind).run(in, out, Variant::specialised);
 }
 
 void run_op(const KernelArgs& a, const std::string& kind) {
@@ -145,7 +152,7 @@ void run_op(const KernelArgs& a, const std::string& kind) {
   std::vector<ir::ValueId> inputs;
   for (const TensorRef& t : a.in) inputs.push_back(g.add_input({t.dtype, t.shape}));
   g.set_outputs(g.add_node(a.op, std::move(inputs), a.attrs).outputs);
-  run_body(ir::to_text(g), kind, a.in, a.out);
+  kernel_for(ir::to_text(g), kind).run(a.in, a.out, Variant::shape_generic);
 }
 
 }  // namespace kiln::cuda::fused
