@@ -3,14 +3,22 @@
 #include <xxhash.h>
 
 #include <atomic>
+#include <mutex>
+#include <unordered_set>
 
 #include "kiln/backend/cuda/fused/nvrtc.h"
 #include "kiln/base/error.h"
+#include "kiln/runtime/compile_pool.h"
 
 namespace kiln::cuda::fused {
 namespace {
 
-std::atomic<int64_t> g_compiles{0};
+std::atomic<int64_t> g_started{0}, g_compiles{0};
+
+const std::string& version() {
+  static const std::string v = nvrtc_version();
+  return v;
+}
 
 }  // namespace
 
@@ -24,8 +32,7 @@ CacheKey cubin_key(const std::string& source, int arch, const std::string& nvrtc
 }
 
 Cubin cubin_for(const std::string& source, int arch) {
-  static const std::string version = nvrtc_version();
-  Cubin c{cubin_key(source, arch, version), ""};
+  Cubin c{cubin_key(source, arch, version()), ""};
   c.bytes = CompileCache::instance().get_or_compile(c.key, [&] {
     ++g_compiles;
     return compile_cubin(source, ir::to_string(c.key.fingerprint) + ".cu", arch);
@@ -33,6 +40,23 @@ Cubin cubin_for(const std::string& source, int arch) {
   return c;
 }
 
-int64_t nvrtc_compiles() { return g_compiles.load(); }
+void start_cubin(const std::string& source, int arch) {
+  static std::mutex mu;
+  static auto* started = new std::unordered_set<std::string>;  // entry names; never freed, as the pool
+  {
+    std::lock_guard lock(mu);
+    if (!started->insert(entry_name(cubin_key(source, arch, version()))).second) return;
+  }
+  ++g_started;
+  submit_compile_job([source, arch] {
+    try {
+      cubin_for(source, arch);
+    } catch (const std::exception&) {
+      // Dropped: the kernel's call compiles again and raises it (see the header).
+    }
+  });
+}
+
+CubinStats cubin_stats() { return {g_started.load(), g_compiles.load()}; }
 
 }  // namespace kiln::cuda::fused

@@ -25,7 +25,18 @@ struct Cubin {
 };
 Cubin cubin_for(const std::string& source, int arch);
 
-// NVRTC compiles run by cubin_for since the process started (cache misses).
-int64_t nvrtc_compiles();
+// Runs cubin_for(source, arch) on the compile pool (runtime/compile_pool.h)
+// unless it was started before in this process, and returns at once; a later
+// cubin_for of the source waits for that compile only. Its errors are
+// dropped here: the later cubin_for compiles again and raises them.
+void start_cubin(const std::string& source, int arch);
+
+// Since the process started: cubins start_cubin sent to the pool, and NVRTC
+// compiles cubin_for ran (cache misses).
+struct CubinStats {
+  int64_t started = 0;
+  int64_t compiled = 0;
+};
+CubinStats cubin_stats();
 
 }  // namespace kiln::cuda::fused
