@@ -86,6 +86,14 @@ Executable::Executable(ir::Graph g, Device device, const std::vector<std::pair<i
     KILN_CHECK(k, "op '", n.op->name, "' has no kernel on ", to_string(device),
                " (in a compiled program: ", ir::node_to_text(graph_, n), ")");
     impl_->steps.push_back({n.op, k, n.attrs, n.inputs, n.outputs, ir::node_to_text(graph_, n)});
+    if (!k->prepare) continue;
+    std::vector<ir::TypeInfo> types;
+    for (ir::ValueId v : n.inputs) types.push_back(graph_.type(v));
+    try {
+      k->prepare(PrepareArgs{types, n.attrs, *n.op, device});
+    } catch (const std::exception&) {
+      // Dropped: the node's call raises it, naming the node (kernel.h).
+    }
   }
   stats_.launches = impl_->steps.size();
   stats_.arena_bytes = plan.peak_bytes;

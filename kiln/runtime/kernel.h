@@ -33,11 +33,30 @@ struct KernelArgs {
 
 using KernelFn = void (*)(const KernelArgs&);
 
+// What a kernel's prepare hook sees: a node of a program about to run, its
+// inputs' types (contiguous buffers, as a program's are) and its device.
+struct PrepareArgs {
+  std::span<const ir::TypeInfo> in;
+  const ir::Attrs& attrs;
+  const ir::OpDef& op;
+  Device device;
+};
+using PrepareFn = void (*)(const PrepareArgs&);
+
 struct Kernel {
   KernelFn fn = nullptr;
   // True when the kernel reads strided (non-contiguous, broadcast) inputs;
   // otherwise the runtime makes inputs contiguous before calling it.
   bool strided_inputs = false;
+  // Optional (null for kernels that need none). Called by the Executable's
+  // constructor (compile(fn), the graph trainer) for each of its nodes, so
+  // a kernel that generates code starts compiling it now, in the background
+  // (runtime/compile_pool.h), rather than at its first call: CUDA's fused
+  // kernels start their NVRTC compiles, the CPU's its shared-object build.
+  // It returns without waiting; the call then waits only for its own code.
+  // Repeated calls for one node start nothing new. What it throws is
+  // dropped: the call raises the same error, naming the node.
+  PrepareFn prepare = nullptr;
 };
 
 void register_kernel(DeviceKind device, std::string_view op, Kernel kernel);

@@ -21,6 +21,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
+#include "kiln/runtime/executable.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/recording.h"
 #include "kiln/runtime/tensor.h"
@@ -451,6 +452,30 @@ TEST_F(Fused, FirstCallDoesNotWaitForTheCompiler) {
   before = fused_stats();
   expect_same_bits(run_fused_node(body, "elementwise", in), want, "after the build");
   EXPECT_EQ(fused_stats().generated, before.generated + 1);
+}
+
+TEST_F(Fused, ACompiledProgramStartsItsBuildsBeforeItsFirstCall) {
+  // A body no earlier run compiled (the constant is unique to this process).
+  Body b;
+  ValueId x = b.in(DType::f32, {64});
+  std::string body = b.text({b.op("mul", {b.op("tanh", {x}), b.full(double(getpid()) + 0.75, DType::f32, {64})})});
+  ir::Graph g;
+  const ir::Node& n = g.add_node(fused_op(), {g.add_input({DType::f32, {64}})}, {{"body", body}, {"kind", "elementwise"}});
+  g.set_outputs(n.outputs);
+
+  set_codegen_mode(CodegenMode::off);
+  { Executable off(g, kCPU, {}); }
+  EXPECT_EQ(codegen_status(body, "elementwise").state, CodegenState::none) << "built with codegen off";
+
+  set_codegen_mode(CodegenMode::async);
+  const FusedStats before = fused_stats();
+  Executable exe(g, kCPU, {});
+  EXPECT_NE(codegen_status(body, "elementwise").state, CodegenState::none) << "the constructor started nothing";
+  Executable again(g, kCPU, {});  // prepared twice: built once
+  CodegenStatus s = wait_for_codegen(body, "elementwise", std::chrono::minutes(5));
+  ASSERT_EQ(s.state, CodegenState::ready) << s.error;
+  EXPECT_LE(fused_stats().loads, before.loads + 1);
+  EXPECT_EQ(fused_stats().interpreted, before.interpreted) << "nothing ran yet";
 }
 
 // A process that exits while its compiler runs stops the compiler and

@@ -12,9 +12,10 @@ namespace kiln::cuda {
 namespace {
 
 void elementwise(const KernelArgs& a) { fused::run_op(a, "elementwise"); }
+void prepare_elementwise(const PrepareArgs& a) { fused::prepare_op(a, "elementwise"); }
 
 constexpr DeviceKind kCuda = DeviceKind::cuda;
-#define KILN_KERNEL(op, F) {kCuda, #op, {elementwise, true}},
+#define KILN_KERNEL(op, F) {kCuda, #op, {elementwise, true, prepare_elementwise}},
 const KernelRegistrar registrations[] = {
     KILN_NUMERIC_UNARY_OPS(KILN_KERNEL)
     KILN_FLOAT_UNARY_OPS(KILN_KERNEL)
@@ -23,11 +24,11 @@ const KernelRegistrar registrations[] = {
     KILN_FLOAT_BINARY_OPS(KILN_KERNEL)
     KILN_COMPARE_OPS(KILN_KERNEL)
     KILN_LOGICAL_BINARY_OPS(KILN_KERNEL)
-    {kCuda, "gelu", {elementwise, true}},
-    {kCuda, "where", {elementwise, true}},
-    {kCuda, "cast", {elementwise, true}},
-    {kCuda, "full", {elementwise, false}},
-    {kCuda, "arange", {elementwise, false}},
+    {kCuda, "gelu", {elementwise, true, prepare_elementwise}},
+    {kCuda, "where", {elementwise, true, prepare_elementwise}},
+    {kCuda, "cast", {elementwise, true, prepare_elementwise}},
+    {kCuda, "full", {elementwise, false, prepare_elementwise}},
+    {kCuda, "arange", {elementwise, false, prepare_elementwise}},
 };
 #undef KILN_KERNEL
 

@@ -9,12 +9,13 @@ namespace kiln::cuda {
 namespace {
 
 void reduction(const KernelArgs& a) { fused::run_op(a, "reduction"); }
+void prepare_reduction(const PrepareArgs& a) { fused::prepare_op(a, "reduction"); }
 
 const KernelRegistrar registrations[] = {
-    {DeviceKind::cuda, "sum", {reduction, true}},
-    {DeviceKind::cuda, "mean", {reduction, true}},
-    {DeviceKind::cuda, "max", {reduction, true}},
-    {DeviceKind::cuda, "min", {reduction, true}},
+    {DeviceKind::cuda, "sum", {reduction, true, prepare_reduction}},
+    {DeviceKind::cuda, "mean", {reduction, true, prepare_reduction}},
+    {DeviceKind::cuda, "max", {reduction, true, prepare_reduction}},
+    {DeviceKind::cuda, "min", {reduction, true, prepare_reduction}},
 };
 
 }  // namespace

@@ -3,7 +3,9 @@
 // each elementwise op in each dtype it takes, cast between every pair, full
 // and arange, each reduction in each dtype over the row walk, the column walk
 // and the two-pass walk of long rows, bodies laid out otherwise than
-// naturally, and the fused nodes the compiler makes of random graphs. Also:
+// naturally, and the fused nodes the compiler makes of random graphs, each in
+// both variants (specialised and shape-generic). Also: a shape-generic
+// source holds no sizes (bodies of any shape share it and its cubin), and
 // cubins' cache keys differ by architecture and NVRTC version.
 #include <gtest/gtest.h>
 
@@ -42,16 +44,25 @@ std::optional<std::string> one_node(const char* op, const std::vector<ir::TypeIn
   return ir::to_text(g);
 }
 
-// Compiles the body's kernel for `space` (default: its natural layout).
+// Compiles the body's kernels, both variants, for `space` (default: its
+// natural layout).
 void expect_compiles(const std::string& body, const std::string& kind, const std::string& what,
                      const codegen::Space* space = nullptr) {
-  try {
-    const codegen::Plan p = codegen::make_plan(body, kind);
-    const std::string source = generate_source(p, space ? *space : p.natural);
-    EXPECT_FALSE(compile_cubin(source, what + ".cu", kArch).empty()) << what;
-  } catch (const Error& e) {
-    ADD_FAILURE() << what << ":\n" << e.what() << "\nbody:\n" << body;
+  for (Variant v : {Variant::specialised, Variant::shape_generic}) {
+    const std::string name = cat(what, v == Variant::specialised ? "" : "_generic");
+    try {
+      const codegen::Plan p = codegen::make_plan(body, kind);
+      const std::string source = generate_source(p, space ? *space : p.natural, v);
+      EXPECT_FALSE(compile_cubin(source, name + ".cu", kArch).empty()) << name;
+    } catch (const Error& e) {
+      ADD_FAILURE() << name << ":\n" << e.what() << "\nbody:\n" << body;
+    }
   }
+}
+
+std::string source_of(const std::string& body, const std::string& kind, Variant v) {
+  const codegen::Plan p = codegen::make_plan(body, kind);
+  return generate_source(p, p.natural, v);
 }
 
 TEST(NvrtcCodegen, EveryElementwiseOpInEveryDtypeItTakes) {
@@ -137,8 +148,44 @@ TEST(NvrtcCodegen, OtherLayoutsGetKernelsOfTheirOwn) {
   const Strides strides[] = {{1, 8}, {4, 1}, {4, 1}};
   const codegen::Space transposed = codegen::make_space(p, strides);
   ASSERT_FALSE(transposed == p.natural);
-  EXPECT_NE(generate_source(p, transposed), generate_source(p, p.natural));
+  EXPECT_NE(generate_source(p, transposed, Variant::specialised),
+            generate_source(p, p.natural, Variant::specialised));
   expect_compiles(*body, "elementwise", "add_transposed", &transposed);
+}
+
+TEST(NvrtcCodegen, ShapeGenericSourcesHoldNoSizes) {
+  // Contiguous operands merge to a space of rank 1 whatever their shape.
+  const auto add_a = one_node("add", {{DType::f32, {4, 8}}, {DType::f32, {4, 8}}});
+  const auto add_b = one_node("add", {{DType::f32, {17, 3, 5}}, {DType::f32, {17, 3, 5}}});
+  ASSERT_TRUE(add_a && add_b);
+  EXPECT_EQ(source_of(*add_a, "elementwise", Variant::shape_generic),
+            source_of(*add_b, "elementwise", Variant::shape_generic));
+  EXPECT_NE(source_of(*add_a, "elementwise", Variant::specialised),
+            source_of(*add_b, "elementwise", Variant::specialised));
+  // A reduction of one walk, one pass or two: one source.
+  const ir::Attrs rows{{"axes", ir::IntList{1}}, {"keepdim", false}};
+  const auto sum_a = one_node("sum", {{DType::bf16, {6, 300}}}, rows);
+  const auto sum_b = one_node("sum", {{DType::bf16, {2, 40000}}}, rows);
+  ASSERT_TRUE(sum_a && sum_b);
+  const std::string generic = source_of(*sum_a, "reduction", Variant::shape_generic);
+  EXPECT_EQ(generic, source_of(*sum_b, "reduction", Variant::shape_generic));
+  EXPECT_EQ(cubin_key(generic, kArch, "13.0"),
+            cubin_key(source_of(*sum_b, "reduction", Variant::shape_generic), kArch, "13.0"));
+  EXPECT_EQ(generic.find("300"), std::string::npos) << generic;
+  // Another dtype is another kernel.
+  const auto sum_f32 = one_node("sum", {{DType::f32, {6, 300}}}, rows);
+  ASSERT_TRUE(sum_f32);
+  EXPECT_NE(generic, source_of(*sum_f32, "reduction", Variant::shape_generic));
+}
+
+TEST(NvrtcCodegen, LayoutArgumentsFollowTheSpace) {
+  const auto body = one_node("add", {{DType::f32, {8, 4}}, {DType::f32, {4}}});
+  ASSERT_TRUE(body);
+  const codegen::Plan p = codegen::make_plan(*body, "elementwise");
+  ASSERT_EQ(p.natural.shape.size(), 2);
+  // sizes, three operands' strides, then numel, length, results, columns, chunks, tiles.
+  const std::vector<uint64_t> expected = {8, 4, 4, 1, 0, 1, 4, 1, 32, 0, 0, 0, 1, 0};
+  EXPECT_EQ(layout_arguments(p, p.natural), expected);
 }
 
 TEST(NvrtcCodegen, FusedNodesOfRandomGraphs) {
@@ -159,7 +206,7 @@ TEST(NvrtcCodegen, SourcesShareTheCpuExpressionsAndEmbedTheirHeaders) {
   auto body = one_node("exp", {{DType::bf16, {16}}});
   ASSERT_TRUE(body);
   const codegen::Plan p = codegen::make_plan(*body, "elementwise");
-  const std::string src = generate_source(p, p.natural);
+  const std::string src = generate_source(p, p.natural, Variant::specialised);
   EXPECT_NE(src.find("kiln::codegen::round_to<kiln::bf16>(kiln::codegen::Exp{}(v0))"), std::string::npos) << src;
   EXPECT_NE(src.find("struct Exp"), std::string::npos);
   EXPECT_EQ(src.find("#include \"kiln/"), std::string::npos) << "needs the kiln source tree";
@@ -182,14 +229,14 @@ TEST(NvrtcCodegen, CacheKeysDifferByArchitectureAndNvrtcVersion) {
   auto body = one_node("neg", {{DType::f32, {16}}});
   ASSERT_TRUE(body);
   const codegen::Plan p = codegen::make_plan(*body, "elementwise");
-  const std::string src = generate_source(p, p.natural);
-  const CacheKey key = cubin_key(p, src, 90, "13.0");
+  const std::string src = generate_source(p, p.natural, Variant::specialised);
+  const CacheKey key = cubin_key(src, 90, "13.0");
   EXPECT_EQ(key.kind, "cuda_fused_cubin");
-  EXPECT_EQ(cubin_key(p, src, 90, "13.0"), key);
-  EXPECT_NE(cubin_key(p, src, 80, "13.0").fingerprint, key.fingerprint);
-  EXPECT_NE(cubin_key(p, src, 90, "12.8").fingerprint, key.fingerprint);
-  EXPECT_NE(cubin_key(p, src + "\n", 90, "13.0").fingerprint, key.fingerprint);
-  EXPECT_NE(entry_name(cubin_key(p, src, 80, "13.0")), entry_name(key));
+  EXPECT_EQ(cubin_key(src, 90, "13.0"), key);
+  EXPECT_NE(cubin_key(src, 80, "13.0").fingerprint, key.fingerprint);
+  EXPECT_NE(cubin_key(src, 90, "12.8").fingerprint, key.fingerprint);
+  EXPECT_NE(cubin_key(src + "\n", 90, "13.0").fingerprint, key.fingerprint);
+  EXPECT_NE(entry_name(cubin_key(src, 80, "13.0")), entry_name(key));
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 #include <unordered_map>
 
 #include "kiln/backend/cpu/fused/codegen.h"
-#include "kiln/backend/cpu/fused/compile_pool.h"
 #include "kiln/backend/cpu/fused/driver.h"
 #include "kiln/backend/cpu/fused/interpreter.h"
 #include "kiln/backend/cpu/fused/plan.h"
@@ -20,6 +19,7 @@
 #include "kiln/codegen/expr.h"
 #include "kiln/ir/fingerprint.h"
 #include "kiln/runtime/compile_cache.h"
+#include "kiln/runtime/compile_pool.h"
 #include "kiln/runtime/kernel.h"
 
 namespace kiln::cpu::fused {
@@ -72,6 +72,12 @@ class FusedKernel {
     }
     ++g_interpreted;
     interpreter_.run(b);
+  }
+
+  // Starts the build in the background, unless codegen is off; a sync-mode
+  // call then waits for this build.
+  void prepare() {
+    if (codegen_mode() != CodegenMode::off) start(CodegenMode::async);
   }
 
   CodegenStatus status() {
@@ -164,15 +170,17 @@ std::shared_ptr<FusedKernel> kernel_for(const std::string& body, const std::stri
   return k;
 }
 
-std::string kind_of(const KernelArgs& a) {
-  return a.attrs.has("kind") ? a.attrs.s("kind") : std::string("elementwise");
+std::string kind_of(const ir::Attrs& attrs) {
+  return attrs.has("kind") ? attrs.s("kind") : std::string("elementwise");
 }
 
 void fused_kernel(const KernelArgs& a) {
-  kernel_for(a.attrs.s("body"), kind_of(a), true)->run(a.in, a.out);
+  kernel_for(a.attrs.s("body"), kind_of(a.attrs), true)->run(a.in, a.out);
 }
 
-const KernelRegistrar registrations[] = {{DeviceKind::cpu, "fused", {fused_kernel, true}}};
+void prepare_fused(const PrepareArgs& a) { kernel_for(a.attrs.s("body"), kind_of(a.attrs), true)->prepare(); }
+
+const KernelRegistrar registrations[] = {{DeviceKind::cpu, "fused", {fused_kernel, true, prepare_fused}}};
 
 }  // namespace
 

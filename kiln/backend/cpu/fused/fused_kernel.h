@@ -3,7 +3,9 @@
 // kernels are kiln/backend/cpu/<op>.cc.
 //
 // The first call of a body plans it, starts building generated code for it
-// on a background thread pool and runs the interpreter; calls after the
+// on a background thread pool (runtime/compile_pool.h; a compiled program
+// starts it earlier, from the kernel's prepare hook, runtime/kernel.h) and
+// runs the interpreter; calls after the
 // shared object is ready run the generated code (when the buffers have the
 // natural layout it was generated for; otherwise the interpreter). Both give
 // the same bits as running the body's nodes unfused. Built objects go

@@ -6,10 +6,19 @@
 // (CUDA's expf, ... against the C library's) and the fold order of sums
 // differ.
 //
-// A kernel is specialised for one layout (the Space of a call's buffers):
-// every size and stride is a constant, as the CPU's generated code is for the
-// natural layout. A call with another layout gets a kernel of its own (never
-// a host copy). Constants of full nodes are passed at run time.
+// Two variants of a plan's kernels, which compute the same bits (the same
+// positions per thread, the same fold order; only where the sizes come from
+// differs):
+//  - specialised: for one layout (the Space of a call's buffers), every size
+//    and stride a constant, as the CPU's generated code is for the natural
+//    layout. Compiler-made fused nodes in their natural layout run these,
+//    where constants pay.
+//  - shape_generic: sizes, strides and the launch's counts are kernel
+//    arguments (layout_arguments()), block sizes are blockDim, so the source
+//    depends only on the body's ops and dtypes, the space's rank and the
+//    walk. Eager ops (one-node bodies of every shape) and fused nodes in
+//    another layout run these: one compile serves every shape.
+// Constants of full nodes are passed at run time in both.
 //
 // Elementwise bodies: kiln_fused_eval, a grid-stride loop over the space's
 // positions (Launch::block threads per block).
@@ -27,6 +36,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/codegen/plan.h"
 
@@ -59,11 +69,21 @@ Launch launch_of(const codegen::Plan& plan);
 
 // The kernel arguments, one struct passed by value: the Binding's operand
 // pointers, then (reductions) a pointer per reduction result output and the
-// partials' buffer, then the full constants.
+// partials' buffer, then the full constants, then (shape_generic) the words
+// of layout_arguments().
 int pointer_count(const codegen::Plan& plan);
 
-// The CUDA C source of the kernels of `plan` for buffers laid out as `space`.
-std::string generate_source(const codegen::Plan& plan, const codegen::Space& space);
+enum class Variant { specialised, shape_generic };
+
+// The CUDA C source of the kernels of `plan` for buffers laid out as `space`
+// (shape_generic: only its rank matters). A shape_generic reduction always
+// has kiln_fused_combine; the host launches it when there are chunks.
+std::string generate_source(const codegen::Plan& plan, const codegen::Space& space, Variant variant);
+
+// The shape_generic kernels' layout arguments for `space`, as 64-bit words:
+// the sizes, each operand's strides (max(1, rank) words each), then numel,
+// length, results, columns, chunks and tiles (column-walk tiles per row).
+std::vector<uint64_t> layout_arguments(const codegen::Plan& plan, const codegen::Space& space);
 
 // The text of the headers generated code embeds (built into libkiln).
 std::string_view embedded_headers();

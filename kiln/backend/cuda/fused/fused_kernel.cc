@@ -62,15 +62,23 @@ class FusedKernel {
         launch_(launch_of(plan_)),
         constants_(codegen::full_constants(plan_)) {}
 
-  void run(std::span<const TensorRef> in, std::span<const TensorRef> out) {
+  // Starts compiling the kernels a call in the natural layout runs.
+  void prepare(Variant natural, int arch) const {
+    if (!empty()) start_cubin(generate_source(plan_, plan_.natural, natural), arch);
+  }
+
+  // `natural`: the variant for the natural layout; other layouts run the
+  // shape-generic kernels.
+  void run(std::span<const TensorRef> in, std::span<const TensorRef> out, Variant natural) {
     Binding b = codegen::bind(plan_, in, out);
-    if (plan_.reduction ? plan_.reduction->results == 0 : plan_.numel == 0) return;
+    if (empty()) return;
     for (const TensorRef* r : b.results)
       KILN_CHECK(r->contiguous(), "CUDA fused kernel: a reduction's result must be contiguous");
+    const Variant variant = b.space == plan_.natural ? natural : Variant::shape_generic;
     const int device = current_device();
-    const Kernels k = kernels(device, b.space);
+    const Kernels k = kernels(device, b.space, variant);
     cudaStream_t stream = current_stream();
-    // The argument struct of codegen.h: pointers, then constants.
+    // The argument struct of codegen.h: pointers, constants, then the layout.
     std::vector<uint64_t> args(size_t(pointer_count(plan_)) + std::max<size_t>(1, constants_.size()));
     for (size_t i = 0; i < plan_.operands.size(); ++i)
       if (plan_.operands[i].role != codegen::OperandRole::constant)
@@ -81,6 +89,10 @@ class FusedKernel {
       args[size_t(pointer_count(plan_)) - 1] = reinterpret_cast<uint64_t>(
           scratch(size_t(plan_.reduction->results * launch_.chunks * launch_.acc_bytes)));
     std::copy(constants_.begin(), constants_.end(), args.begin() + pointer_count(plan_));
+    if (variant == Variant::shape_generic) {
+      const std::vector<uint64_t> layout = layout_arguments(plan_, b.space);
+      args.insert(args.end(), layout.begin(), layout.end());
+    }
     if (!plan_.reduction) {
       launch(k.main, grid_for(launch_.positions), kBlock, 1, args.data(), stream);
       return;
@@ -91,15 +103,18 @@ class FusedKernel {
   }
 
  private:
+  // Nothing to compute: no kernel runs.
+  bool empty() const { return plan_.reduction ? plan_.reduction->results == 0 : plan_.numel == 0; }
+
   // The kernels for a layout on a device: generated, compiled (or found in
   // the cache) and loaded the first time.
-  Kernels kernels(int device, const Space& space) {
+  Kernels kernels(int device, const Space& space, Variant variant) {
     std::lock_guard lock(mu_);
-    std::string key = layout_key(space);
+    std::string key = variant == Variant::shape_generic ? cat("generic rank ", space.shape.size()) : layout_key(space);
     auto it = loaded_.find({device, key});
     if (it != loaded_.end()) return it->second;
-    const std::string source = generate_source(plan_, space);
-    const Cubin cubin = cubin_for(plan_, source, architecture(device));
+    const std::string source = generate_source(plan_, space, variant);
+    const Cubin cubin = cubin_for(source, architecture(device));
     const std::string id = ir::to_string(cubin.key.fingerprint);
     Kernels k;
     k.main = loaded_kernel(device, id, cubin.bytes, plan_.reduction ? kFoldSymbol : kEvalSymbol);
@@ -126,26 +141,46 @@ FusedKernel& kernel_for(const std::string& body, const std::string& kind) {
   return *it->second;
 }
 
-void fused_kernel(const KernelArgs& a) {
-  run_body(a.attrs.s("body"), a.attrs.has("kind") ? a.attrs.s("kind") : std::string("elementwise"), a.in,
-           a.out);
+std::string kind_of(const ir::Attrs& attrs) {
+  return attrs.has("kind") ? attrs.s("kind") : std::string("elementwise");
 }
 
-const KernelRegistrar registrations[] = {{DeviceKind::cuda, "fused", {fused_kernel, true}}};
+// The body of one `op` node over inputs of these types.
+std::string one_node_body(const ir::OpDef& op, std::span<const ir::TypeInfo> types, const ir::Attrs& attrs) {
+  ir::Graph g;
+  std::vector<ir::ValueId> inputs;
+  for (const ir::TypeInfo& t : types) inputs.push_back(g.add_input(t));
+  g.set_outputs(g.add_node(op, std::move(inputs), attrs).outputs);
+  return ir::to_text(g);
+}
+
+void fused_kernel(const KernelArgs& a) { run_body(a.attrs.s("body"), kind_of(a.attrs), a.in, a.out); }
+
+void prepare_fused(const PrepareArgs& a) {
+  prepare_body(a.attrs.s("body"), kind_of(a.attrs), Variant::specialised, architecture(a.device.index));
+}
+
+const KernelRegistrar registrations[] = {{DeviceKind::cuda, "fused", {fused_kernel, true, prepare_fused}}};
 
 }  // namespace
 
 void run_body(const std::string& body, const std::string& kind, std::span<const TensorRef> in,
               std::span<const TensorRef> out) {
-  kernel_for(body, kind).run(in, out);
+  kernel_for(body, kind).run(in, out, Variant::specialised);
 }
 
 void run_op(const KernelArgs& a, const std::string& kind) {
-  ir::Graph g;
-  std::vector<ir::ValueId> inputs;
-  for (const TensorRef& t : a.in) inputs.push_back(g.add_input({t.dtype, t.shape}));
-  g.set_outputs(g.add_node(a.op, std::move(inputs), a.attrs).outputs);
-  run_body(ir::to_text(g), kind, a.in, a.out);
+  std::vector<ir::TypeInfo> types;
+  for (const TensorRef& t : a.in) types.push_back({t.dtype, t.shape});
+  kernel_for(one_node_body(a.op, types, a.attrs), kind).run(a.in, a.out, Variant::shape_generic);
+}
+
+void prepare_body(const std::string& body, const std::string& kind, Variant natural, int arch) {
+  kernel_for(body, kind).prepare(natural, arch);
+}
+
+void prepare_op(const PrepareArgs& a, const std::string& kind) {
+  prepare_body(one_node_body(a.op, a.in, a.attrs), kind, Variant::shape_generic, architecture(a.device.index));
 }
 
 }  // namespace kiln::cuda::fused

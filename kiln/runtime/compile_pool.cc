@@ -1,4 +1,4 @@
-#include "kiln/backend/cpu/fused/compile_pool.h"
+#include "kiln/runtime/compile_pool.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-namespace kiln::cpu::fused {
+namespace kiln {
 namespace {
 
 class Pool {
@@ -52,4 +52,4 @@ void submit_compile_job(std::function<void()> job) {
   pool->submit(std::move(job));
 }
 
-}  // namespace kiln::cpu::fused
+}  // namespace kiln
