@@ -64,16 +64,24 @@ __global__ void rope_dtable_k(const T* x, const T* g, C* dcos, C* dsin, RopeDims
   }
 }
 
+// The cos and sin tables (inputs 1 and 2) in the compute type, at the front
+// of `tables` table-sized arrays of scratch (the rest are the caller's).
+template <class C>
+C* tables_in_scratch(const KernelArgs& a, int tables) {
+  const long long table = a.in[1].numel();
+  C* cos = static_cast<C*>(scratch(size_t(tables * table + 1) * sizeof(C)));
+  to_compute(a.in[1], cos, a.op.name);
+  to_compute(a.in[2], cos + table, a.op.name);
+  return cos;
+}
+
 void rope_kernel(const KernelArgs& a) {
   visit_floating_storage(a.in[0].dtype, "rope", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
     const RopeDims r = dims_of(a);
-    const long long table = a.in[1].numel();
-    C* cos = static_cast<C*>(scratch(size_t(2 * table + 1) * sizeof(C)));
-    C* sin = cos + table;
-    to_compute(a.in[1], cos, "rope");
-    to_compute(a.in[2], sin, "rope");
+    C* cos = tables_in_scratch<C>(a, 2);
+    C* sin = cos + a.in[1].numel();
     launch_n(rope_k<T, C>, a.in[0].numel(), a.in[0].ptr<const T>(), cos, sin, a.out[0].ptr<T>(), r);
   });
 }
@@ -84,10 +92,8 @@ void rope_backward_kernel(const KernelArgs& a) {
     using C = compute_t<T>;
     const RopeDims r = dims_of(a);
     const long long table = a.in[1].numel();
-    C* cos = static_cast<C*>(scratch(size_t(4 * table + 1) * sizeof(C)));
+    C* cos = tables_in_scratch<C>(a, 4);
     C *sin = cos + table, *dcos = sin + table, *dsin = dcos + table;
-    to_compute(a.in[1], cos, "rope_backward");
-    to_compute(a.in[2], sin, "rope_backward");
     const T *x = a.in[0].ptr<const T>(), *g = a.in[3].ptr<const T>();
     launch_n(rope_dx_k<T, C>, a.in[0].numel(), g, cos, sin, a.out[0].ptr<T>(), r);
     launch_n(rope_dtable_k<T, C>, table_rows(r) * r.dim, x, g, dcos, dsin, r);
