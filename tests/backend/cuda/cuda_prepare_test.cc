@@ -77,5 +77,29 @@ TEST(CudaPrepare, EagerOpsOfEveryShapeShareOneShapeGenericCompile) {
   EXPECT_EQ(cubin_stats().started, before.started + 1);
 }
 
+// NVRTC tears its state down at exit; a background compile then still
+// running must finish first, not crash the exiting process.
+TEST(CudaPrepare, ExitingWhileACompileRunsInTheBackgroundExitsCleanly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto source = [](DType dtype) {
+    ir::Graph g;
+    g.set_outputs(g.add_node(ir::get_op("exp"), {g.add_input({dtype, {7}})}, {}).outputs);
+    const codegen::Plan p = codegen::make_plan(ir::to_text(g), "elementwise");
+    return generate_source(p, p.natural, Variant::specialised);
+  };
+  EXPECT_EXIT(
+      {
+        // Runs last at exit, as a slow exit handler would: the compile has time to meet a torn-down NVRTC.
+        std::atexit([] { std::this_thread::sleep_for(std::chrono::milliseconds(500)); });
+        start_cubin(source(DType::f32), kArch);  // NVRTC's first compile registers its teardown
+        cubin_for(source(DType::f32), kArch);
+        const int64_t compiled = cubin_stats().compiled;
+        start_cubin(source(DType::f64), kArch);
+        while (cubin_stats().compiled == compiled) std::this_thread::yield();  // now compiling
+        std::exit(0);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace kiln::cuda::fused

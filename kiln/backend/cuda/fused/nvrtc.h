@@ -19,7 +19,8 @@ std::string nvrtc_version();
 std::vector<std::string> nvrtc_options(int arch);
 
 // Compiles `source` (named `name` in diagnostics) for sm_<arch> and returns
-// the cubin. Throws kiln::Error with NVRTC's log on failure.
+// the cubin. Throws kiln::Error with NVRTC's log on failure, and once the
+// process is exiting (exit waits for the compiles already running).
 std::string compile_cubin(const std::string& source, const std::string& name, int arch);
 
 }  // namespace kiln::cuda::fused
