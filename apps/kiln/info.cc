@@ -6,6 +6,7 @@
 
 #include "apps/kiln/commands.h"
 #include "kiln/backend/cpu/cpu_features.h"
+#include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/runtime/backend.h"
 
 namespace kiln::cli {
@@ -39,6 +40,7 @@ void add_info(CLI::App& app) {
     const dnnl_version_t* v = dnnl_version();
     std::cout << "oneDNN " << v->major << "." << v->minor << "." << v->patch
               << " (cpu isa: " << cpu::onednn_isa() << ")\n";
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) std::cout << cpu::matmul_path_text(t) << "\n";
   });
 }
 

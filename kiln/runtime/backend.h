@@ -29,6 +29,9 @@ class Backend {
   // instruction set its GEMMs dispatch to.
   virtual std::string model(int index) const = 0;
   virtual std::string gemm_isa(int index) const = 0;
+  // Which path this device's matmuls of `dtype` take, one line for `kiln
+  // info` and the run header ("" when there is no choice to report).
+  virtual std::string describe_matmul(DType) const { return ""; }
   virtual CachingAllocator& allocator(int index) = 0;
   virtual DeviceQueue& queue(int index) = 0;
   // Copies between a device buffer and the host, in the order of the

@@ -426,6 +426,7 @@ TrainResult Run::go() {
   out_ << "model: " << s_.mc.name << " (" << s_.mc.family << "), " << param_count(s_.mc)
        << " parameters, " << s_.names.size() << " tensors; " << dtype_name(s_.policy.param_dtype)
        << " compute, f32 master weights\n"
+       << backend(kCPU).describe_matmul(s_.policy.param_dtype) << "\n"
        << "training: " << steps << " steps of " << tokens_per_step * dp << " tokens ("
        << c_.training.local_batch_size << (dp > 1 ? cat(" x ", dp, " dp ranks") : "") << " x "
        << s_.accum << " microbatches x " << c_.training.seq_len << "), " << num_threads()

@@ -44,6 +44,24 @@ TEST(Cli, InfoPrintsVersionDevicesFeaturesAndOneDnn) {
   EXPECT_NE(r.output.find("oneDNN "), std::string::npos) << r.output;
 }
 
+// ONEDNN_MAX_CPU_ISA=AVX2 makes oneDNN dispatch as on a CPU without bf16 dot products.
+TEST(Cli, InfoSaysWhichPathBf16MatmulsTake) {
+  CliRun avx2 = kiln("info", "ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_EQ(avx2.status, 0) << avx2.output;
+  EXPECT_NE(avx2.output.find("bf16 matmuls: widened to f32 for oneDNN's f32 primitive (oneDNN isa avx2 "
+                             "has no bf16 dot products)"),
+            std::string::npos)
+      << avx2.output;
+  CliRun native = kiln("info", "ONEDNN_MAX_CPU_ISA=AVX2 KILN_CPU_BF16_MATMUL=native");
+  EXPECT_NE(native.output.find("bf16 matmuls: oneDNN's primitive (KILN_CPU_BF16_MATMUL=native)"),
+            std::string::npos)
+      << native.output;
+  CliRun bad = kiln("info", "KILN_CPU_BF16_MATMUL=fast");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("KILN_CPU_BF16_MATMUL is 'fast'; expected auto, native"), std::string::npos)
+      << bad.output;
+}
+
 TEST(Cli, BenchGemmEndsWithGflops) {
   for (const char* args : {"--m 96 --n 80 --k 64 --dtype f32", "--m 64 --n 64 --k 64 --dtype bf16 --tb",
                            "--m 64 --n 32 --k 48 --dtype f32 --ta --threads 1"}) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/base/error.h"
 #include "kiln/ir/op.h"
 #include "kiln/runtime/threads.h"
@@ -122,13 +123,31 @@ TEST_P(MatmulForward, MatchesNaiveLoopF64) {
 // bf16 and f16 accumulate in f32, so the error is the final rounding to the
 // output type (at most 2^-8 relative for bf16, 2^-11 for f16) plus f32 round-off;
 // the tolerances allow two units.
+// bf16 runs both of its paths: oneDNN's bf16 primitive (native or emulated)
+// and the operands widened to f32 (cpu/matmul_path.h).
 TEST_P(MatmulForward, HalfPrecisionAccumulatesInF32) {
   auto [ta, tb] = GetParam();
-  for (const Case& c : {Case{{33, 130}, {130, 17}}, Case{{2, 64, 257}, {257, 48}},
-                        Case{{1, 3, 5, 1000}, {2, 1, 1000, 7}}}) {
-    check_forward(with_flags(c, ta, tb), DType::bf16, 8e-3, 1e-4);
-    check_forward(with_flags(c, ta, tb), DType::f16, 1e-3, 1e-4);
+  for (cpu::MatmulPath path : {cpu::MatmulPath::onednn, cpu::MatmulPath::widened_to_f32}) {
+    SCOPED_TRACE(path == cpu::MatmulPath::onednn ? "bf16 by oneDNN" : "bf16 widened to f32");
+    cpu::set_bf16_matmul_path(path);
+    for (const Case& c : {Case{{33, 130}, {130, 17}}, Case{{2, 64, 257}, {257, 48}},
+                          Case{{1, 3, 5, 1000}, {2, 1, 1000, 7}}}) {
+      check_forward(with_flags(c, ta, tb), DType::bf16, 8e-3, 1e-4);
+      check_forward(with_flags(c, ta, tb), DType::f16, 1e-3, 1e-4);
+    }
   }
+  cpu::set_bf16_matmul_path(std::nullopt);
+}
+
+// Widening is exact, so the widened bf16 product is the f32 product of the
+// same values rounded to bf16 once, bit for bit, transposed views included.
+TEST(Matmul, WidenedBf16IsTheRoundedF32Product) {
+  cpu::set_bf16_matmul_path(cpu::MatmulPath::widened_to_f32);
+  Tensor a = random_tensor({3, 40, 70}, DType::bf16, 3), b = random_tensor({50, 70}, DType::bf16, 4);
+  Tensor got = matmul(a, b, false, true);
+  Tensor want = matmul(a.to(DType::f32), b.to(DType::f32), false, true).to(DType::bf16);
+  cpu::set_bf16_matmul_path(std::nullopt);
+  EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transposes, MatmulForward,

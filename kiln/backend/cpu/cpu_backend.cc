@@ -6,6 +6,7 @@
 
 #include "kiln/backend/cpu/cpu_features.h"
 #include "kiln/backend/cpu/loops.h"
+#include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/threads.h"
@@ -34,7 +35,12 @@ class CpuBackend final : public Backend {
     return cat("cpu: ", cpu_model(), ", ", num_threads(), " kernel threads");
   }
   std::string model(int) const override { return cpu_model(); }
-  std::string gemm_isa(int) const override { return onednn_isa(); }
+  // The bf16 path is part of it: a bf16 peak measured on one path says nothing of the other.
+  std::string gemm_isa(int) const override {
+    return matmul_path(DType::bf16) == MatmulPath::widened_to_f32 ? onednn_isa() + ", bf16 via f32"
+                                                                  : onednn_isa();
+  }
+  std::string describe_matmul(DType dtype) const override { return matmul_path_text(dtype); }
   CachingAllocator& allocator(int) override { return allocator_; }
   DeviceQueue& queue(int) override { return queue_; }
   void copy_to_host(void* host, const void* device, size_t bytes, int) override {

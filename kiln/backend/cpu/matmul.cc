@@ -1,14 +1,16 @@
 // The matmul kernel: oneDNN's matmul primitive, with transposes passed as
-// swapped strides and batch broadcasting as size-1 dims (no copies). Dtypes
-// oneDNN cannot multiply here (f64 always, f16 without AVX512-FP16) run a
-// plain loop, which is what gradient checks use.
+// swapped strides and batch broadcasting as size-1 dims (no copies). bf16
+// and f16 products oneDNN cannot run natively here are widened to f32
+// (matmul_path.h); f64 runs a plain loop, which is what gradient checks use.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "kiln/backend/cpu/loops.h"
+#include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/backend/cpu/onednn.h"
 #include "kiln/base/error.h"
 
@@ -88,21 +90,19 @@ void run_onednn(const Prepared& p, const Operand& a, const Operand& b, const Ope
   stream.wait();
 }
 
-// The loop for dtypes oneDNN lacks. Each output row is accumulated in
-// column blocks, over k in order, in the compute type (f32 for f16), so
-// results do not depend on the thread count.
-template <class T>
+// The loop for f64, which oneDNN lacks. Each output row is accumulated in
+// column blocks, over k in order, so results do not depend on the thread
+// count.
 void run_loop(const Operand& a, const Operand& b, const Operand& c) {
-  using C = compute_t<T>;
   constexpr int64_t kBlock = 256;
-  constexpr int64_t s = sizeof(T);
+  constexpr int64_t s = sizeof(double);
   const int r = int(c.shape.size());
   const int64_t m = c.shape[r - 2], n = c.shape[r - 1], k = a.shape[r - 1];
   int64_t batches = 1;
   for (int d = 0; d < r - 2; ++d) batches *= c.shape[d];
   int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n * k));
   parallel_for(batches * m, grain, [&](int64_t begin, int64_t end) {
-    C acc[kBlock];
+    double acc[kBlock];
     for (int64_t row = begin; row < end; ++row) {
       int64_t batch = row / m, i = row % m;
       // Element offsets of this batch; size-1 (broadcast) dims stay at 0.
@@ -119,40 +119,79 @@ void run_loop(const Operand& a, const Operand& b, const Operand& c) {
       char* crow = c.data + (co + i * c.strides[r - 2]) * s;
       for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
         int64_t jn = std::min(kBlock, n - j0);
-        std::fill(acc, acc + jn, C(0));
+        std::fill(acc, acc + jn, 0.0);
         for (int64_t p = 0; p < k; ++p) {
-          C av = load<T>(arow + p * a.strides[r - 1] * s);
+          double av = load<double>(arow + p * a.strides[r - 1] * s);
           const char* brow = b.data + (bo + p * b.strides[r - 2] + j0 * b.strides[r - 1]) * s;
-          for (int64_t j = 0; j < jn; ++j) acc[j] += av * load<T>(brow + j * b.strides[r - 1] * s);
+          for (int64_t j = 0; j < jn; ++j) acc[j] += av * load<double>(brow + j * b.strides[r - 1] * s);
         }
-        for (int64_t j = 0; j < jn; ++j) store<T>(crow + (j0 + j) * c.strides[r - 1] * s, acc[j]);
+        for (int64_t j = 0; j < jn; ++j) store<double>(crow + (j0 + j) * c.strides[r - 1] * s, acc[j]);
       }
     }
   });
 }
 
-void matmul_kernel(const KernelArgs& args) {
-  const TensorRef& out = args.out[0];
+// out = op(a) @ op(b) by oneDNN; false where it has no primitive for this.
+bool run_onednn(const TensorRef& a_ref, bool ta, const TensorRef& b_ref, bool tb, const TensorRef& out) {
   const int rank = out.rank();
-  Operand a = operand(args.in[0], args.attrs.b("transpose_a"), rank);
-  Operand b = operand(args.in[1], args.attrs.b("transpose_b"), rank);
-  Operand c = operand(out, false, rank);
-  int threads = use_threads();
-  // oneDNN faults on an empty inner dim; the loop writes the zeros.
-  if (a.shape[rank - 1] > 0) {
-    Prepared p = prepare(out.dtype, a, b, c, threads);
-    if (p.primitive) {
-      run_onednn(p, a, b, c);
-      return;
-    }
+  Operand a = operand(a_ref, ta, rank), b = operand(b_ref, tb, rank), c = operand(out, false, rank);
+  Prepared p = prepare(out.dtype, a, b, c, use_threads());
+  if (!p.primitive) return false;
+  run_onednn(p, a, b, c);
+  return true;
+}
+
+bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+template <class F>
+void visit_half(DType t, F&& f) {
+  if (t == DType::bf16) f(bf16{});
+  else f(f16{});
+}
+
+// A dense f32 tensor of `shape` in `buffer`.
+TensorRef dense_f32(const Shape& shape, std::vector<float>& buffer) {
+  buffer.resize(size_t(shape.numel()));
+  return {buffer.data(), DType::f32, shape, contiguous_strides(shape)};
+}
+
+// `t`'s values as f32 in `buffer`, laid out densely.
+TensorRef widened(const TensorRef& t, std::vector<float>& buffer) {
+  TensorRef w = dense_f32(t.shape, buffer);
+  visit_half(t.dtype, [&](auto tag) { map<float, decltype(tag)>(w, [](float x) { return x; }, {&t}); });
+  return w;
+}
+
+// out = op(a) @ op(b) for bf16/f16 through f32 copies: the products are exact
+// in f32 and accumulate in f32; the result is rounded to out's type once.
+// The copies stay allocated per thread, for the next product.
+void run_widened(const TensorRef& a, bool ta, const TensorRef& b, bool tb, const TensorRef& out) {
+  thread_local std::vector<float> a32, b32, c32;
+  TensorRef c = dense_f32(out.shape, c32);
+  KILN_CHECK(run_onednn(widened(a, a32), ta, widened(b, b32), tb, c),
+             "matmul: oneDNN has no f32 primitive for ", a.shape, " x ", b.shape);
+  visit_half(out.dtype, [&](auto tag) { map<decltype(tag), float>(out, [](float x) { return x; }, {&c}); });
+}
+
+void matmul_kernel(const KernelArgs& args) {
+  const TensorRef &a = args.in[0], &b = args.in[1], &out = args.out[0];
+  const bool ta = args.attrs.b("transpose_a"), tb = args.attrs.b("transpose_b");
+  KILN_CHECK(out.dtype == DType::f32 || out.dtype == DType::f64 || is_half(out.dtype),
+             "matmul: no CPU kernel for dtype ", dtype_name(out.dtype));
+  // oneDNN faults on an empty inner dim; the product is zeros (all-zero bits
+  // in every float type).
+  if ((ta ? a.shape[a.rank() - 2] : a.shape[a.rank() - 1]) == 0) {
+    std::memset(out.data, 0, size_t(out.numel()) * itemsize(out.dtype));
+    return;
   }
-  visit_dtype(out.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>)
-      run_loop<T>(a, b, c);
-    else
-      fail("matmul: no CPU kernel for dtype ", dtype_name(out.dtype));
-  });
+  if (out.dtype == DType::f64) {
+    const int rank = out.rank();
+    return run_loop(operand(a, ta, rank), operand(b, tb, rank), operand(out, false, rank));
+  }
+  if (matmul_path(out.dtype) == MatmulPath::onednn && run_onednn(a, ta, b, tb, out)) return;
+  KILN_CHECK(is_half(out.dtype), "matmul: oneDNN has no f32 primitive for ", a.shape, " x ",
+             b.shape);
+  run_widened(a, ta, b, tb, out);
 }
 
 const KernelRegistrar registrations[] = {
