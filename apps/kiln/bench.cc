@@ -5,6 +5,7 @@
 
 #include "apps/kiln/commands.h"
 #include "kiln/backend/cpu/cpu_features.h"
+#include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/runtime/threads.h"
 #include "kiln/train/gemm_timing.h"
 #include "kiln/train/peak_measure.h"
@@ -46,6 +47,7 @@ void add_gemm(CLI::App& bench) {
     spec->dtype = parse_dtype(*dtype);
     std::cout << "gemm " << train::describe(*spec) << " (MxNxK), " << spec->threads
               << " threads, oneDNN isa " << cpu::onednn_isa() << "\n"
+              << cpu::matmul_path_text(spec->dtype) << "\n"
               << std::flush;
     train::GemmTiming t = train::time_gemm(*spec);
     std::cout << std::fixed << std::setprecision(3) << "time per call: " << t.seconds * 1e3
@@ -66,6 +68,7 @@ void add_peak(CLI::App& bench) {
   cmd->callback([threads] {
     std::cout << "measuring the GEMM peak of " << cpu::cpu_model() << " (oneDNN isa "
               << cpu::onednn_isa() << ") on " << *threads << " threads\n"
+              << cpu::matmul_path_text(DType::bf16) << "\n"
               << std::flush;
     Peak p = train::measure_peak(train::thorough_peak_budget(), *threads, DType::bf16, &std::cout);
     std::filesystem::path path = peak_cache_path();
