@@ -52,9 +52,15 @@ TEST(Cli, InfoSaysWhichPathBf16MatmulsTake) {
                              "has no bf16 dot products)"),
             std::string::npos)
       << avx2.output;
-  CliRun native = kiln("info", "ONEDNN_MAX_CPU_ISA=AVX2 KILN_CPU_BF16_MATMUL=native");
-  EXPECT_NE(native.output.find("bf16 matmuls: oneDNN's primitive (KILN_CPU_BF16_MATMUL=native)"),
+  CliRun widened = kiln("info", "KILN_CPU_BF16_MATMUL=f32");
+  EXPECT_NE(widened.output.find("bf16 matmuls: widened to f32 for oneDNN's f32 primitive "
+                                "(KILN_CPU_BF16_MATMUL=f32)"),
             std::string::npos)
+      << widened.output;
+  // Asked for, but impossible: an error, not a silent fallback.
+  CliRun native = kiln("info", "ONEDNN_MAX_CPU_ISA=AVX2 KILN_CPU_BF16_MATMUL=native");
+  EXPECT_NE(native.status, 0);
+  EXPECT_NE(native.output.find("oneDNN has no bf16 matmul on this CPU (isa avx2)"), std::string::npos)
       << native.output;
   CliRun bad = kiln("info", "KILN_CPU_BF16_MATMUL=fast");
   EXPECT_NE(bad.status, 0);

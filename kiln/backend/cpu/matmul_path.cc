@@ -13,6 +13,23 @@ namespace {
 
 std::atomic<int> g_bf16_override{-1};
 
+// Whether oneDNN has a matmul of `dtype` on this CPU at all: none for bf16
+// below AVX-512, none for f16 without AVX512-FP16.
+bool onednn_has_matmul(dnnl::memory::data_type dtype) {
+  dnnl::memory::desc d({2, 2}, dtype, dnnl::memory::format_tag::ab);
+  try {
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(d, d, d), onednn_engine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool onednn_has_f16_matmul() {
+  static const bool has = onednn_has_matmul(dnnl::memory::data_type::f16);
+  return has;
+}
+
 // The ISA oneDNN dispatches to (ONEDNN_MAX_CPU_ISA lowers it) decides, not
 // cpuid: oneDNN's bf16 kernels are native only from avx512_core_bf16 up.
 bool native_bf16_dot_products() {
@@ -33,7 +50,12 @@ struct Bf16Choice {
 Bf16Choice bf16_choice_from_env() {
   const char* env = std::getenv("KILN_CPU_BF16_MATMUL");
   const std::string v = env ? env : "";
-  if (v == "native") return {MatmulPath::onednn, "KILN_CPU_BF16_MATMUL=native"};
+  if (v == "native") {
+    KILN_CHECK(onednn_has_matmul(dnnl::memory::data_type::bf16),
+               "KILN_CPU_BF16_MATMUL=native, but oneDNN has no bf16 matmul on this CPU (isa ",
+               onednn_isa(), "); use auto or f32");
+    return {MatmulPath::onednn, "KILN_CPU_BF16_MATMUL=native"};
+  }
   if (v == "f32") return {MatmulPath::widened_to_f32, "KILN_CPU_BF16_MATMUL=f32"};
   KILN_CHECK(v.empty() || v == "auto", "KILN_CPU_BF16_MATMUL is '", v,
              "'; expected auto, native (oneDNN's bf16 primitive) or f32 (widen to f32)");
@@ -46,21 +68,6 @@ Bf16Choice bf16_choice() {
   if (int o = g_bf16_override.load(); o >= 0) return {MatmulPath(o), "set by a test"};
   static const Bf16Choice choice = bf16_choice_from_env();
   return choice;
-}
-
-// oneDNN has f16 matmuls only where the CPU multiplies f16 (AVX512-FP16).
-bool onednn_has_f16_matmul() {
-  static const bool has = [] {
-    using dt = dnnl::memory::data_type;
-    dnnl::memory::desc d({2, 2}, dt::f16, dnnl::memory::format_tag::ab);
-    try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(d, d, d), onednn_engine());
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return has;
 }
 
 }  // namespace
