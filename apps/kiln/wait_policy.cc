@@ -11,9 +11,11 @@
 // before any initialiser of ours (a .preinit_array function runs earlier but
 // cannot set the environment: glibc resets it afterwards). So main re-executes
 // the program with the variable set: the same process, arguments and
-// environment, plus the variable, which child processes inherit too.
+// environment, plus the variable, which child processes inherit too. Where
+// the program's path cannot be read, libgomp's default stands.
 #include "apps/kiln/wait_policy.h"
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -22,8 +24,14 @@ namespace kiln::cli {
 
 void use_passive_openmp(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  // The program's own path, not /proc/self/exe, so that ps and top still
+  // name the process after it.
+  char path[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return;
+  path[n] = '\0';
   setenv("OMP_WAIT_POLICY", "passive", 1);
-  execv("/proc/self/exe", argv);
+  execv(path, argv);
 }
 
 }  // namespace kiln::cli
