@@ -5,10 +5,12 @@
 #include <iostream>
 
 #include "apps/kiln/commands.h"
+#include "apps/kiln/wait_policy.h"
 #include "kiln/base/error.h"
 #include "kiln/dist/world.h"
 
 int main(int argc, char** argv) {
+  kiln::cli::use_passive_openmp(argv);
   CLI::App app{"kiln: train transformer language models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);

@@ -183,6 +183,21 @@ TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {
             read(whole / "checkpoint" / "step-16" / "model.safetensors"));
 }
 
+// Kernels split work by output, never by thread, so the thread count changes
+// no bit of the losses.
+TEST_F(TrainE2E, LossesDoNotDependOnTheThreadCount) {
+  std::vector<std::vector<double>> losses;
+  for (int threads : {1, 3}) {
+    fs::path dump = root_ / ("threads" + std::to_string(threads));
+    CliRun r = run_cli(train_args(dump, 6) + " --compile.graph_trainer --checkpoint.enable false" +
+                       " --runtime.num_threads " + std::to_string(threads));
+    ASSERT_EQ(r.status, 0) << r.output;
+    losses.push_back(read_losses(dump));
+  }
+  ASSERT_EQ(losses[0].size(), 6u);
+  EXPECT_EQ(losses[0], losses[1]);
+}
+
 // The default recipe runs the graph trainer and, with no peak cached yet,
 // measures one so the first run reports MFU; a second run reads the cache.
 TEST_F(TrainE2E, DefaultRecipeRunsTheGraphTrainerWithMfu) {

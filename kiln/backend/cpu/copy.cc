@@ -68,7 +68,7 @@ void arange_kernel(const KernelArgs& a) {
     using T = decltype(tag);
     T* out = a.out[0].ptr<T>();
     int64_t n = a.out[0].numel();
-    parallel_for(n, 65536, [&](int64_t b, int64_t e) {
+    parallel_for(n, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) store<T>(reinterpret_cast<char*>(out + i), start + double(i) * step);
     });
   });

@@ -105,7 +105,8 @@ void forward(const KernelArgs& a) {
   C* lse = a.out[1].ptr<C>();
   const int64_t D = p.head_dim, Dv = p.v_dim, nq = p.q_blocks(), nk = p.k_blocks();
   const C ninf = -std::numeric_limits<C>::infinity();
-  parallel_for(p.batch * p.q_heads * nq, 1, [&](int64_t begin, int64_t end) {
+  const int64_t q_task = kBlockQ * p.kv_len * (D + Dv);  // multiply-adds per task
+  parallel_for(p.batch * p.q_heads * nq, q_task, [&](int64_t begin, int64_t end) {
     std::vector<C> s(kBlockQ * kBlockK), o(kBlockQ * Dv), m(kBlockQ), l(kBlockQ);
     for (int64_t task = begin; task < end; ++task) {
       int64_t b = task / (p.q_heads * nq), h = task / nq % p.q_heads, i0 = task % nq * kBlockQ;
@@ -190,8 +191,11 @@ void backward(const KernelArgs& a) {
   const int64_t D = p.head_dim, Dv = p.v_dim, nq = p.q_blocks(), nk = p.k_blocks();
   const int64_t G = p.group();
 
+  // Multiply-adds per task of the two passes.
+  const int64_t k_task = G * kBlockK * p.q_len * (D + Dv), q_task = kBlockQ * p.kv_len * (D + Dv);
+
   // dK, dV: one task per (batch, kv head, key block).
-  parallel_for(p.batch * p.kv_heads * nk, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(p.batch * p.kv_heads * nk, k_task, [&](int64_t begin, int64_t end) {
     std::vector<C> s(kBlockQ * kBlockK), ds(kBlockQ * kBlockK), dk(kBlockK * D), dv(kBlockK * Dv);
     for (int64_t task = begin; task < end; ++task) {
       int64_t b = task / (p.kv_heads * nk), kvh = task / nk % p.kv_heads, j0 = task % nk * kBlockK;
@@ -220,7 +224,7 @@ void backward(const KernelArgs& a) {
   });
 
   // dQ: one task per (batch, query head, query block).
-  parallel_for(p.batch * p.q_heads * nq, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(p.batch * p.q_heads * nq, q_task, [&](int64_t begin, int64_t end) {
     std::vector<C> s(kBlockQ * kBlockK), ds(kBlockQ * kBlockK), dq(kBlockQ * D);
     for (int64_t task = begin; task < end; ++task) {
       int64_t b = task / (p.q_heads * nq), h = task / nq % p.q_heads, i0 = task % nq * kBlockQ;

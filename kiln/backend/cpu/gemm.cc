@@ -59,7 +59,7 @@ template <class C>
 void parallel_gemm(const GemmArgs& g, C alpha, const C* a, const C* b, C beta, C* c, int64_t rows,
                    int64_t cols) {
   int64_t row_blocks = (g.m + rows - 1) / rows, col_blocks = (g.n + cols - 1) / cols;
-  parallel_for(row_blocks * col_blocks, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(row_blocks * col_blocks, rows * cols * g.k, [&](int64_t begin, int64_t end) {
     for (int64_t blk = begin; blk < end; ++blk) {
       int64_t r0 = blk / col_blocks * rows, c0 = blk % col_blocks * cols;
       GemmArgs part = g;

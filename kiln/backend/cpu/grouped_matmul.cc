@@ -51,7 +51,7 @@ void grouped(const KernelArgs& a) {
   std::vector<int64_t> off = group_offsets(a, a.in[2], rows);
   std::vector<Task> work = tasks(E, kRows, [&](int64_t e) { return off[e + 1] - off[e]; });
   const bool direct = stored_as<C>(wr.dtype);  // x, w and out share the dtype
-  parallel_for(int64_t(work.size()), 1, [&](int64_t begin, int64_t end) {
+  parallel_for(int64_t(work.size()), kRows * N * K, [&](int64_t begin, int64_t end) {
     std::vector<C> wbuf, xbuf, ybuf;
     if (!direct) {
       wbuf.resize(size_t(per_expert));
@@ -88,7 +88,9 @@ void weight_grad(const KernelArgs& a) {
   AsCompute<C> A(ar), B(br);
   const bool direct = stored_as<C>(out.dtype);
   std::vector<Task> work = tasks(E, kRows, [&](int64_t) { return P; });
-  parallel_for(int64_t(work.size()), 1, [&](int64_t begin, int64_t end) {
+  // A task's gemm runs over its group's rows: rows / E of them on average.
+  parallel_for(int64_t(work.size()), kRows * Q * (rows / std::max<int64_t>(E, 1)),
+               [&](int64_t begin, int64_t end) {
     std::vector<C> buf(direct ? 0 : size_t(kRows * Q));
     for (int64_t i = begin; i < end; ++i) {
       const Task& t = work[size_t(i)];

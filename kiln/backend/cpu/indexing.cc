@@ -58,8 +58,7 @@ void for_each_line(const Shape& shape, int axis, const std::array<Strides, N>& s
     for (size_t k = 0; k < N; ++k) rs[k].push_back(strides[k][d]);
   }
   const int r = rest.size();
-  int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, shape[axis]));
-  parallel_for(rest.numel(), grain, [&](int64_t begin, int64_t end) {
+  parallel_for(rest.numel(), shape[axis], [&](int64_t begin, int64_t end) {
     Dims coord = Dims::filled(r, 0);
     std::array<int64_t, N> off{};
     int64_t rem = begin;
@@ -160,8 +159,7 @@ void take(const KernelArgs& a, int axis, const std::string& what) {
   const size_t row = size_t(s.inner) * itemsize(x.dtype);
   const char* xp = static_cast<const char*>(x.data);
   char* op = static_cast<char*>(a.out[0].data);
-  int64_t grain = std::max<int64_t>(1, 65536 / std::max<size_t>(row, 1));
-  parallel_for(s.outer * m, grain, [&](int64_t begin, int64_t end) {
+  parallel_for(s.outer * m, s.inner, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       int64_t o = r / m, j = r % m;
       std::memcpy(op + r * row, xp + (o * s.size + idx[j]) * row, row);
@@ -192,8 +190,7 @@ void index_add_kernel(const KernelArgs& a) {
     if constexpr (!std::is_same_v<T, bool>) {
       char* o = static_cast<char*>(out.data);
       const char* sp = static_cast<const char*>(src.data);
-      int64_t grain = std::max<int64_t>(64, 65536 / std::max<int64_t>(m, 1));
-      parallel_for(s.outer * s.inner, grain, [&](int64_t begin, int64_t end) {
+      parallel_for(s.outer * s.inner, m, [&](int64_t begin, int64_t end) {
         for (int64_t lane = begin; lane < end;) {
           int64_t outer = lane / s.inner, c0 = lane % s.inner;
           int64_t c1 = std::min(s.inner, c0 + (end - lane));
@@ -216,7 +213,7 @@ void one_hot_kernel(const KernelArgs& a) {
   visit_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     char* op = static_cast<char*>(out.data);
-    parallel_for(int64_t(idx.size()), 65536, [&](int64_t b, int64_t e) {
+    parallel_for(int64_t(idx.size()), 1, [&](int64_t b, int64_t e) {
       for (int64_t k = b; k < e; ++k) store<T>(op + (k * classes + idx[k]) * size, 1);
     });
   });

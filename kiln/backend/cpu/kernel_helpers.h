@@ -80,7 +80,7 @@ class AsCompute {
     }
     copy_.emplace(t.numel());
     C* out = copy_->data();
-    parallel_for(t.numel(), 1 << 16,
+    parallel_for(t.numel(), 1,
                  [&](int64_t b, int64_t e) { load_compute(t, b, e - b, out + b); });
     data_ = out;
   }

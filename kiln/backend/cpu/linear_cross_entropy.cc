@@ -56,7 +56,7 @@ struct Setup {
   const C* weights(int64_t v0, int64_t n) {
     if (!w_buffer) return w.ptr<C>() + v0 * dim;
     C* out = w_buffer->data();
-    parallel_for(n * dim, 1 << 16,
+    parallel_for(n * dim, 1,
                  [&](int64_t b, int64_t e) { load_compute(w, v0 * dim + b, e - b, out + b); });
     return out;
   }
@@ -69,10 +69,10 @@ struct Setup {
   }
 };
 
-// Calls f(row) for every row, in parallel.
+// Calls f(row) for every row, in parallel; a row costs `width` iterations.
 template <class F>
-void for_rows(int64_t rows, F f) {
-  parallel_for(rows, kRows, [&](int64_t begin, int64_t end) {
+void for_rows(int64_t rows, int64_t width, F f) {
+  parallel_for(rows, width, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) f(r);
   });
 }
@@ -85,7 +85,7 @@ void forward(const KernelArgs& a) {
   for (int64_t v0 = 0; v0 < s.vocab; v0 += s.tile) {
     int64_t width = std::min(s.tile, s.vocab - v0);
     C* block = s.logits(s.weights(v0, width), width);
-    for_rows(s.rows, [&](int64_t r) {
+    for_rows(s.rows, width, [&](int64_t r) {
       C* z = block + r * width;
       int64_t t = s.targets[size_t(r)] - v0;
       if (t >= 0 && t < width) picked[size_t(r)] = z[t];
@@ -135,7 +135,7 @@ void backward(const KernelArgs& a) {
     const C* wt = s.weights(v0, width);
     // G = softmax * dsoft - onehot * dtarget, over the logits in place.
     C* g = s.logits(wt, width);
-    for_rows(s.rows, [&](int64_t r) {
+    for_rows(s.rows, width, [&](int64_t r) {
       C* z = g + r * width;
       C shift = lse[r], coef = dsoft[r];
       for (int64_t c = 0; c < width; ++c) z[c] = fast_exp(z[c] - shift) * coef;
@@ -148,12 +148,12 @@ void backward(const KernelArgs& a) {
     parallel_gemm<C>({true, false, width, s.dim, s.rows, width, s.dim, s.dim}, C(1), g,
                      s.h.data(), C(0), dw);
     if (!direct)
-      parallel_for(width * s.dim, 1 << 16, [&](int64_t b, int64_t e) {
+      parallel_for(width * s.dim, 1, [&](int64_t b, int64_t e) {
         store_row(dw_out, v0 * s.dim + b, dw + b, e - b);
       });
   }
   if (!direct)
-    parallel_for(s.rows * s.dim, 1 << 16,
+    parallel_for(s.rows * s.dim, 1,
                  [&](int64_t b, int64_t e) { store_row(dh_out, b, dh + b, e - b); });
 }
 

@@ -77,7 +77,7 @@ void for_each_row(const StridedOperands<N>& ops, Row&& row) {
   const int64_t total = ops.shape.numel();
   std::array<int64_t, N> inner_strides;
   for (size_t k = 0; k < N; ++k) inner_strides[k] = ops.strides[k][r - 1];
-  parallel_for(total, 32768, [&](int64_t begin, int64_t end) {
+  parallel_for(total, 1, [&](int64_t begin, int64_t end) {
     int64_t i = begin;
     while (i < end) {
       // Multi-index of element i.

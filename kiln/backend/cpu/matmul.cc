@@ -100,8 +100,7 @@ void run_loop(const Operand& a, const Operand& b, const Operand& c) {
   const int64_t m = c.shape[r - 2], n = c.shape[r - 1], k = a.shape[r - 1];
   int64_t batches = 1;
   for (int d = 0; d < r - 2; ++d) batches *= c.shape[d];
-  int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n * k));
-  parallel_for(batches * m, grain, [&](int64_t begin, int64_t end) {
+  parallel_for(batches * m, n * k, [&](int64_t begin, int64_t end) {
     double acc[kBlock];
     for (int64_t row = begin; row < end; ++row) {
       int64_t batch = row / m, i = row % m;

@@ -19,16 +19,34 @@ inline int use_threads() {
   return n;
 }
 
-// Calls f(begin, end) over [0, n) in chunks of at least `grain` elements.
+// The least work, in inner-loop iterations (elements or multiply-adds), worth
+// a chunk of its own: tens of microseconds, more than waking a sleeping
+// OpenMP thread (apps/kiln/wait_policy.cc) and joining it again costs, so
+// smaller loops run faster whole on the calling thread.
+inline constexpr int64_t kMinChunkWork = 32768;
+
+// How many chunks parallel_for cuts n indices of `cost` work each into: 1
+// (the calling thread alone) when there is not enough work for two threads.
+inline int64_t parallel_chunks(int64_t n, int64_t cost, int threads) {
+  if (n <= 1 || threads == 1) return 1;
+  int64_t work = n * std::max<int64_t>(cost, 1);
+  int64_t chunks = std::min<int64_t>(work / kMinChunkWork, int64_t(threads) * 4);
+  return std::clamp<int64_t>(chunks, 1, n);
+}
+
+// Calls f(begin, end) over [0, n), where each index costs about `cost`
+// inner-loop iterations: in one call on the calling thread when there is less
+// than 2 * kMinChunkWork of work, else in a chunk per kMinChunkWork, at most
+// 4 per thread.
 template <class F>
-void parallel_for(int64_t n, int64_t grain, F&& f) {
+void parallel_for(int64_t n, int64_t cost, F&& f) {
   if (n <= 0) return;
   int threads = use_threads();
-  if (n <= grain || threads == 1) {
+  int64_t chunks = parallel_chunks(n, cost, threads);
+  if (chunks == 1) {
     f(int64_t{0}, n);
     return;
   }
-  int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, int64_t(threads) * 4);
   int64_t per = (n + chunks - 1) / chunks;
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t c = 0; c < chunks; ++c) {

@@ -135,7 +135,7 @@ void argmax_kernel(const KernelArgs& a) {
     using C = compute_t<T>;
     auto m = reduce<T, C>(plan, a.in[0], ExtremumOp<T, true>{});
     const T* in = a.in[0].ptr<T>();
-    parallel_for(plan.outputs(), std::max<int64_t>(1, 16384 / length), [&](int64_t b, int64_t e) {
+    parallel_for(plan.outputs(), length, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         const T* p = in + offset_of(o, plan.kept, plan.kept_strides);
         const C best = m[o];
@@ -174,7 +174,7 @@ void softmax_kernel(const KernelArgs& a) {
       // Rows are contiguous in input and output (the innermost axis).
       const T* x = in.ptr<T>();
       T* y = out.ptr<T>();
-      parallel_for(plan.outputs(), std::max<int64_t>(1, 16384 / length), [&](int64_t b, int64_t e) {
+      parallel_for(plan.outputs(), length, [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o) {
           const T* xr = x + o * length;
           T* yr = y + o * length;

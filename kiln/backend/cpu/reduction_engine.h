@@ -93,7 +93,7 @@ class Reducer {
     if (columnar()) {
       const int64_t n0 = p_.kept.back(), blocks = (n0 + kBlock - 1) / kBlock;
       const int64_t items = outputs / n0 * blocks * chunks;
-      parallel_for(items, grain(per_chunk * kBlock), [&](int64_t b, int64_t e) {
+      parallel_for(items, per_chunk * kBlock, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           int64_t c = i % chunks, blk = i / chunks % blocks, row = i / chunks / blocks;
           int64_t o0 = row * n0 + blk * kBlock;
@@ -101,12 +101,12 @@ class Reducer {
         }
       });
     } else {
-      parallel_for(outputs * chunks, grain(per_chunk), [&](int64_t b, int64_t e) {
+      parallel_for(outputs * chunks, per_chunk, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) dst[i] = row_chunk(i / chunks, i % chunks);
       });
     }
     if (chunks > 1) {
-      parallel_for(outputs, grain(chunks), [&](int64_t b, int64_t e) {
+      parallel_for(outputs, chunks, [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o)
           result[o] = combine_chunks(op_, partial.data() + o * chunks, chunks);
       });
@@ -117,10 +117,6 @@ class Reducer {
  private:
   // Outputs per columnar block: kLanes rows of accumulators fill 32 KiB (L1).
   static constexpr int64_t kBlock = 32768 / (kLanes * sizeof(Acc));
-
-  static int64_t grain(int64_t work_per_item) {
-    return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, work_per_item));
-  }
 
   // Reduced axes outside a contiguous kept inner axis: fold whole rows of
   // neighbouring outputs at once (vectorised across outputs).
@@ -189,7 +185,7 @@ void write_results(const TensorRef& out, F finish) {
   visit_dtype(out.dtype, [&](auto tag) {
     using O = decltype(tag);
     O* p = out.ptr<O>();
-    parallel_for(out.numel(), 65536, [&](int64_t b, int64_t e) {
+    parallel_for(out.numel(), 1, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) p[o] = narrow<O>(finish(o));
     });
   });

@@ -24,7 +24,7 @@ void rms_norm_kernel(const KernelArgs& a) {
     const C eps = C(a.attrs.f("eps"));
     std::vector<C> w(static_cast<size_t>(d));
     load_as<T>(a.in[1], 0, d, w.data());
-    parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)), [&](int64_t b, int64_t e) {
+    parallel_for(rows, d, [&](int64_t b, int64_t e) {
       std::vector<C> x(static_cast<size_t>(d));
       for (int64_t r = b; r < e; ++r) {
         load_as<T>(a.in[0], r * d, d, x.data());
@@ -46,7 +46,7 @@ void rms_norm_backward_kernel(const KernelArgs& a) {
     const C eps = C(a.attrs.f("eps"));
     std::vector<C> w(static_cast<size_t>(d)), partial(static_cast<size_t>(chunks * d), C(0));
     load_as<T>(a.in[1], 0, d, w.data());
-    parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+    parallel_for(chunks, kChunk * d, [&](int64_t b, int64_t e) {
       std::vector<C> x(static_cast<size_t>(d)), g(static_cast<size_t>(d));
       for (int64_t c = b; c < e; ++c) {
         C* acc = partial.data() + c * d;

@@ -26,7 +26,7 @@ void rope_kernel(const KernelArgs& a) {
     using C = compute_t<T>;
     RopeDims r(a);
     AsCompute<C> cos(a.in[1]), sin(a.in[2]);
-    parallel_for(r.batch * r.seq * r.heads, std::max<int64_t>(1, 8192 / r.dim), [&](int64_t b, int64_t e) {
+    parallel_for(r.batch * r.seq * r.heads, r.dim, [&](int64_t b, int64_t e) {
       std::vector<C> x(static_cast<size_t>(r.dim)), y(static_cast<size_t>(r.dim));
       for (int64_t row = b; row < e; ++row) {
         int64_t t = r.table_row(row / (r.seq * r.heads), row / r.heads % r.seq);
@@ -49,7 +49,8 @@ void rope_backward_kernel(const KernelArgs& a) {
     // One task per table row: it owns that row's dcos and dsin and the dx
     // rows that read it.
     int64_t table_rows = r.per_batch ? r.batch * r.seq : r.seq;
-    parallel_for(table_rows, 1, [&](int64_t b, int64_t e) {
+    int64_t per_table_row = (r.per_batch ? 1 : r.batch) * r.heads * r.dim;
+    parallel_for(table_rows, per_table_row, [&](int64_t b, int64_t e) {
       std::vector<C> x(static_cast<size_t>(r.dim)), g(static_cast<size_t>(r.dim)), dx(static_cast<size_t>(r.dim));
       std::vector<C> dc(static_cast<size_t>(r.dim)), ds(static_cast<size_t>(r.dim));
       for (int64_t t = b; t < e; ++t) {

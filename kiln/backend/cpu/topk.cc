@@ -29,7 +29,7 @@ void topk_kernel(const KernelArgs& a) {
       using C = compute_t<T>;
       const T* in = x.ptr<T>();
       T* values = a.out[0].ptr<T>();
-      parallel_for(outer * inner, std::max<int64_t>(1, 4096 / n), [&](int64_t b, int64_t e) {
+      parallel_for(outer * inner, n, [&](int64_t b, int64_t e) {
         std::vector<C> v(static_cast<size_t>(n));
         std::vector<int64_t> order(static_cast<size_t>(n));
         for (int64_t line = b; line < e; ++line) {

@@ -45,7 +45,7 @@ void visit_reduce_op(const Reduction& r, DType input, F&& f) {
 template <class Eval, class Fold>
 void execute(const Plan& p, const Binding& b, Eval&& eval, Fold&& fold) {
   if (!p.reduction) {
-    parallel_for(p.numel, 32768, [&](int64_t begin, int64_t end) { eval(begin, end); });
+    parallel_for(p.numel, 1, [&](int64_t begin, int64_t end) { eval(begin, end); });
     return;
   }
   const Reduction& r = *p.reduction;
@@ -61,7 +61,7 @@ void execute(const Plan& p, const Binding& b, Eval&& eval, Fold&& fold) {
       std::fill(chunk_results.begin(), chunk_results.end(), lanes[0]);
     } else {
       const int64_t work = std::min(r.length, kChunk) * (r.columns ? std::min(r.columns, kTile) : 1);
-      parallel_for(items(r), std::max<int64_t>(1, 32768 / work), [&](int64_t ib, int64_t ie) {
+      parallel_for(items(r), work, [&](int64_t ib, int64_t ie) {
         fold(ib, ie, chunk_results.data(), static_cast<const Op&>(op));
       });
     }
