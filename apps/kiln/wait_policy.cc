@@ -24,8 +24,8 @@ namespace kiln::cli {
 
 void use_passive_openmp(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-  // The program's own path, not /proc/self/exe, so that ps and top still
-  // name the process after it.
+  // The resolved path, not "/proc/self/exe" itself, so that ps and top
+  // still name the process after the program.
   char path[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
   if (n <= 0) return;
