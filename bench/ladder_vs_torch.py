@@ -539,7 +539,8 @@ def print_environment(args):
     print(f"kiln: {args.kiln}, KILN_FUSED_CODEGEN={args.codegen}; torch {torch.__version__}, "
           f"transformers {transformers.__version__}; jax {jax_versions()}")
     print(f"precision: {args.precision}" + (
-        " (kiln: bf16 compute, f32 master weights; torch: f32 weights, bf16 autocast)"
+        " (kiln: bf16 compute, f32 master weights; torch: f32 weights, bf16 autocast; "
+        "JAX: f32 weights cast to bf16 in the step)"
         if args.precision == "bfloat16" else ""))
     print("tokens/s: the median over the measured steps; best: the fastest step; "
           "spread: (max - min) / median" + (
