@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Training tokens/s and peak memory of each rung of kiln's ladder against PyTorch.
+"""Training tokens/s and peak memory of each rung of kiln's ladder against PyTorch and JAX.
 
 Steady-state tokens/s and peak memory of each rung of kiln's execution ladder,
-against PyTorch (eager and torch.compile) training the same model.
+against PyTorch (eager and torch.compile) and JAX (jax.jit) training the same model.
 
 For each recipe (default: llama3_debug and llama3_100m) this runs `kiln train`
 once per rung, each in a fresh dump folder with the same batch, sequence length,
@@ -26,34 +26,55 @@ shape (throughput does not depend on the data). bf16 means kiln's
 mixed_precision_param=bfloat16 (bf16 compute, f32 master weights and AdamW state)
 and, for torch, f32 weights and AdamW state under torch.autocast(bfloat16): the
 same policy. torch.compile compiles the model (forward and backward through
-AOTAutograd and Inductor); AdamW stays eager. A failing rung is reported in the
-table, not raised.
+AOTAutograd and Inductor); AdamW stays eager.
+
+The jax rung trains the same model in plain jax.numpy (bench/jax_llama.py:
+LlamaForCausalLM's parameters, names and shapes, SDPA's causal softmax attention
+written out, Llama 3.1 RoPE) with the same AdamW update, parameter groups,
+clipping and warm-up, the whole step (forward, backward, clipping, AdamW) under
+one jax.jit with the parameters and AdamW state donated, on random tokens of the
+same shape; its bf16 casts the f32 master weights to bf16 inside the step (bf16
+matmuls and activations, RMSNorm statistics, attention softmax and the loss in
+f32; f32 gradients, clipping and AdamW state). Each step's time ends with
+jax.block_until_ready on the new parameters, state and loss. Threads: XLA's CPU
+client sizes its thread pools from the process's CPU affinity, and with jaxlib
+0.10.2 XLA_FLAGS=--xla_cpu_multi_thread_eigen=false did not limit them (XLA has
+no intra-op thread-count flag), so the JAX worker restricts its affinity to the
+first --threads CPUs it may use, as taskset would (kiln and torch set their
+thread counts and are not pinned). --check-jax checks the JAX model against the
+torch one instead of measuring: the same parameters, and the same losses over 3
+training steps from the same weights on the same batches (float32 to 1e-4,
+bfloat16 to 1e-2). jax and jaxlib are pinned in bench/requirements.txt.
+
+A failing rung is reported in the table, not raised.
 
 Tokens/s is the median over the steps after the first --warmup steps (which
 hold compilation, fused-kernel code generation and cache warm-up): kiln's from
-the per-step `tps` of metrics.jsonl, torch's from the wall time of each step.
+the per-step `tps` of metrics.jsonl, torch's and JAX's from the wall time of each step.
 kiln runs with KILN_FUSED_CODEGEN=sync, so generated fused kernels are built
 during the warm-up steps instead of running interpreted while they build
 (--codegen async measures kiln's default). Memory: "expected" is the peak kiln
 predicts before the first step, "kiln alloc" is kiln's
-allocator high-water mark over the measured steps (mem_peak_bytes; torch has no
-CPU allocator statistics), "max RSS" the peak resident set of the training
+allocator high-water mark over the measured steps (mem_peak_bytes; torch and JAX have
+no CPU allocator statistics), "max RSS" the peak resident set of the training
 process (its VmHWM, sampled until it exits; compiler subprocesses not counted),
 which counts code, libraries and data loading as well. Recipes under 10M
 parameters run 10x --warmup and --steps: their steps take milliseconds, and on a
 loaded machine a few of them say little. "tok/CPU-s" divides the measured
 steps' tokens by the CPU time the process spent on them (kiln: sampled from
-/proc as metrics.jsonl grows; torch: time.process_time): with --threads 1 it
+/proc as metrics.jsonl grows; torch, JAX: time.process_time): with --threads 1 it
 barely moves when other processes load the machine, unlike tokens/s (with more
 threads, OpenMP barrier spinning counts as CPU time).
 
     .venv/bin/python bench/ladder_vs_torch.py                 # both models, 10 steps after 3
     .venv/bin/python bench/ladder_vs_torch.py --quick         # 4 steps after 2
-    .venv/bin/python bench/ladder_vs_torch.py --models llama3_debug --rungs strict,graph,torch
+    .venv/bin/python bench/ladder_vs_torch.py --models llama3_debug --rungs strict,graph,torch,jax
+    .venv/bin/python bench/ladder_vs_torch.py --models llama3_debug --check-jax
 """
 import argparse
 import copy
 import json
+import math
 import os
 import platform
 import re
@@ -79,7 +100,8 @@ KILN_RUNGS = {
                                "--activation_checkpoint.mode=selective"] + FUSED),
 }
 TORCH_RUNGS = {"torch": "PyTorch eager", "torch_compile": "PyTorch torch.compile"}
-ALL_RUNGS = list(KILN_RUNGS) + list(TORCH_RUNGS)
+JAX_RUNGS = {"jax": "JAX jit (whole step)"}
+ALL_RUNGS = list(KILN_RUNGS) + list(TORCH_RUNGS) + list(JAX_RUNGS)
 
 
 # ---- kiln ---------------------------------------------------------------------------------------
@@ -238,43 +260,51 @@ def tokens_per_step(cfg):
 
 # ---- PyTorch (in a subprocess, so each run's RSS and failures are its own) -----------------------
 
-def torch_worker(spec):
-    """Trains the model of `spec` for warmup + steps steps; prints one JSON line."""
-    import torch
-    import torch.nn.functional as F
-    from transformers import LlamaConfig, LlamaForCausalLM
-    # kiln's AdamW parameter groups, as the training-loop oracle builds them.
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
-    from gen_adamw import kiln_adamw
+# Llama 3.1 RoPE scaling of kiln's Llama family (as the registry's llama3_debug);
+# `kiln train --print-config` does not print it.
+ROPE_SCALING = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}
 
-    torch.set_num_threads(spec["threads"])
+
+def torch_model(spec):
+    """transformers' LlamaForCausalLM (SDPA attention) of kiln's effective config."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
-    m, t, o, s = spec["model"], spec["training"], spec["optimizer"], spec["lr_scheduler"]
+    m, t = spec["model"], spec["training"]
     config = LlamaConfig(
         vocab_size=m["vocab_size"], hidden_size=m["dim"], intermediate_size=m["ffn_dim"],
         num_hidden_layers=m["n_layers"], num_attention_heads=m["n_heads"],
         num_key_value_heads=m["n_kv_heads"], head_dim=m["head_dim"], hidden_act="silu",
-        # kiln's Llama family uses Llama 3.1 RoPE scaling (as the registry's llama3_debug);
         # max_position_embeddings only bounds positions, 8192 keeps HF from warning.
         max_position_embeddings=max(8192, t["seq_len"]), rms_norm_eps=m["norm_eps"],
         initializer_range=m["init_std"], tie_word_embeddings=m["tie_embeddings"],
         rope_theta=m["rope_theta"], attention_bias=False, mlp_bias=False,
-        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-        attn_implementation="sdpa")
+        rope_scaling=dict(ROPE_SCALING, rope_type="llama3"), attn_implementation="sdpa")
     model = LlamaForCausalLM(config)
     model.train()
+    return model
+
+
+def torch_trainer(spec, model):
+    """step(ids [batch, seq + 1]) -> the loss before the update: forward, backward,
+    clipping, AdamW with kiln's parameter groups and the warm-up LambdaLR."""
+    import torch
+    import torch.nn.functional as F
+    # kiln's AdamW parameter groups, as the training-loop oracle builds them.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
+    from gen_adamw import kiln_adamw
+
+    t, o, s = spec["training"], spec["optimizer"], spec["lr_scheduler"]
     opt = kiln_adamw(model, o, fused=True)
     warm = max(1, s["warmup_steps"])
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / warm))
     params = [p for p in model.parameters()]
-    forward = torch.compile(model) if spec["compile"] else model
+    forward = torch.compile(model) if spec.get("compile") else model
     bf16 = spec["precision"] == "bfloat16"
-    batch, seq, vocab = t["local_batch_size"], t["seq_len"], m["vocab_size"]
-    gen = torch.Generator().manual_seed(0)
+    vocab = spec["model"]["vocab_size"]
 
-    def step():
-        ids = torch.randint(0, vocab, (batch, seq + 1), generator=gen)
+    def step(ids):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             logits = forward(input_ids=ids[:, :-1]).logits
         loss = F.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
@@ -285,24 +315,129 @@ def torch_worker(spec):
         opt.zero_grad(set_to_none=True)
         return loss.item()
 
+    return step
+
+
+def torch_worker(spec):
+    """Trains the model of `spec` for warmup + steps steps; prints one JSON line."""
+    import torch
+    torch.set_num_threads(spec["threads"])
+    step = torch_trainer(spec, torch_model(spec))
+    t = spec["training"]
+    batch, seq, vocab = t["local_batch_size"], t["seq_len"], spec["model"]["vocab_size"]
+    gen = torch.Generator().manual_seed(0)
     times, cpu = [], []
     for _ in range(spec["warmup"] + spec["steps"]):
         t0, c0 = time.perf_counter(), time.process_time()
-        step()
+        step(torch.randint(0, vocab, (batch, seq + 1), generator=gen))
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     print(json.dumps({"step_s": times, "cpu_s": cpu}))
 
 
-def run_torch(args, recipe, key, workdir):
-    row = {"rung": TORCH_RUNGS[key], "wall_s": 0, "rss": None}
+# ---- JAX (bench/jax_llama.py, in a subprocess like PyTorch) --------------------------------------
+
+def limit_xla_threads(threads):
+    """XLA's CPU client sizes its thread pools from the process's CPU affinity
+    (XLA_FLAGS=--xla_cpu_multi_thread_eigen=false still kept two pool threads busy
+    with jaxlib 0.10.2, and XLA has no intra-op thread-count flag), so this limits
+    the process to the first `threads` CPUs it may use, as `taskset` would; it must
+    run before jax is imported."""
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
+
+
+def import_jax_llama():
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # no probing for accelerators
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import jax_llama
+    return jax_llama
+
+
+def jax_worker(spec):
+    """Trains the model of `spec` with JAX for warmup + steps steps; prints one JSON line."""
+    limit_xla_threads(spec["threads"])
+    jl = import_jax_llama()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    m, t = spec["model"], spec["training"]
+    dtype = jnp.bfloat16 if spec["precision"] == "bfloat16" else jnp.float32
+    params = jl.init_params(m)
+    opt = jl.init_opt_state(params)
+    step = jl.jit_train_step(m, t, spec["optimizer"], spec["lr_scheduler"],
+                             spec["rope_scaling"], dtype)
+    batch, seq, vocab = t["local_batch_size"], t["seq_len"], m["vocab_size"]
+    rng = np.random.default_rng(0)
+    times, cpu = [], []
+    for _ in range(spec["warmup"] + spec["steps"]):
+        t0, c0 = time.perf_counter(), time.process_time()
+        ids = rng.integers(0, vocab, (batch, seq + 1), dtype=np.int32)
+        params, opt, loss = step(params, opt, ids)
+        jax.block_until_ready((params, opt, loss))
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    print(json.dumps({"step_s": times, "cpu_s": cpu}))
+
+
+def check_jax(recipe, cfg, threads, steps=3):
+    """The JAX model against the torch rungs' model: the same parameters (names,
+    shapes, count), and from the same initial weights on the same batches the same
+    loss at each of `steps` training steps, in float32 (to 1e-4) and bfloat16 (to
+    1e-2: the two round differently). Returns whether they agree."""
+    import torch
+    torch.set_num_threads(threads)
+    jl = import_jax_llama()
+    import jax.numpy as jnp
+    m, t = cfg["model"], cfg["training"]
+    spec = dict(cfg, rope_scaling=ROPE_SCALING)
+    model = torch_model(spec)
+    initial = {n: p.detach().clone() for n, p in model.named_parameters()}
+    shapes = {n: tuple(p.shape) for n, p in initial.items()}
+    torch_n, jax_n = sum(p.numel() for p in initial.values()), sum(
+        math.prod(x) for x in jl.param_shapes(m).values())
+    ok = shapes == jl.param_shapes(m) and torch_n == jax_n == param_count(cfg)
+    print(f"{recipe}: parameters: torch {torch_n:,}, jax {jax_n:,}, kiln {param_count(cfg):,}"
+          f"{'' if shapes == jl.param_shapes(m) else '; names or shapes differ'}")
+    gen = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, m["vocab_size"], (t["local_batch_size"], t["seq_len"] + 1),
+                             generator=gen) for _ in range(steps)]
+    for precision, tol in (("float32", 1e-4), ("bfloat16", 1e-2)):
+        spec["precision"] = precision
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(initial[n])
+        step = torch_trainer(spec, model)
+        torch_losses = [step(ids) for ids in batches]
+        params = {n: jnp.asarray(p.numpy()) for n, p in initial.items()}
+        opt = jl.init_opt_state(params)
+        jstep = jl.jit_train_step(m, t, cfg["optimizer"], cfg["lr_scheduler"], ROPE_SCALING,
+                                  jnp.bfloat16 if precision == "bfloat16" else jnp.float32)
+        jax_losses = []
+        for ids in batches:
+            params, opt, loss = jstep(params, opt, ids.numpy().astype("int32"))
+            jax_losses.append(float(loss))
+        diff = max(abs(a - b) for a, b in zip(torch_losses, jax_losses))
+        ok = ok and diff <= tol
+        print(f"  {precision}: loss at steps 1..{steps}: torch "
+              f"{' '.join(f'{x:.6f}' for x in torch_losses)}, jax "
+              f"{' '.join(f'{x:.6f}' for x in jax_losses)}; max difference {diff:.1e} "
+              f"({'within' if diff <= tol else 'OVER'} the tolerance {tol:g})")
+    return ok
+
+
+def run_worker(args, recipe, key, workdir):
+    """A PyTorch or JAX rung: this script's --torch-worker or --jax-worker in a subprocess."""
+    label = TORCH_RUNGS.get(key) or JAX_RUNGS[key]
+    row = {"rung": label, "wall_s": 0, "rss": None}
     if args.family != "llama3":
-        row["note"] = f"skipped: the PyTorch side builds Llama models, not {args.family}"
+        row["note"] = f"skipped: the {label.split()[0]} side builds Llama models, not {args.family}"
         return row
     spec = dict(args.config, threads=args.threads, compile=key == "torch_compile",
-                precision=args.precision, warmup=args.warmup, steps=args.steps)
+                precision=args.precision, warmup=args.warmup, steps=args.steps,
+                rope_scaling=ROPE_SCALING)
     log = os.path.join(workdir, f"{recipe}-{key}-{args.round}.log")
-    cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", json.dumps(spec)]
+    worker = "--jax-worker" if key in JAX_RUNGS else "--torch-worker"
+    cmd = [sys.executable, os.path.abspath(__file__), worker, json.dumps(spec)]
     env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1") if args.cold_cache else None
     rc, row["wall_s"], row["rss"] = run_measured(cmd, log, args.timeout, env)
     if rc != 0:
@@ -383,6 +518,15 @@ def model_family(kiln, cfg):
     return json.loads(out)["family"]
 
 
+def jax_versions():
+    """jax's and jaxlib's versions from their metadata: importing jax takes seconds."""
+    from importlib import metadata
+    try:
+        return f"{metadata.version('jax')} (jaxlib {metadata.version('jaxlib')})"
+    except metadata.PackageNotFoundError:
+        return "not installed (pip install -r bench/requirements.txt)"
+
+
 def print_environment(args):
     import torch
     import transformers
@@ -390,11 +534,13 @@ def print_environment(args):
     features = next((l.split(":", 1)[1].strip() for l in info.splitlines()
                      if l.startswith("cpu features")), "?")
     print(f"cpu: {cpu_name()}, {os.cpu_count()} logical cores; {features}")
-    print(f"threads: {args.threads} (kiln --runtime.num_threads, torch.set_num_threads)")
+    print(f"threads: {args.threads} (kiln --runtime.num_threads, torch.set_num_threads, "
+          "JAX: the CPU affinity of its process)")
     print(f"kiln: {args.kiln}, KILN_FUSED_CODEGEN={args.codegen}; torch {torch.__version__}, "
-          f"transformers {transformers.__version__}")
+          f"transformers {transformers.__version__}; jax {jax_versions()}")
     print(f"precision: {args.precision}" + (
-        " (kiln: bf16 compute, f32 master weights; torch: f32 weights, bf16 autocast)"
+        " (kiln: bf16 compute, f32 master weights; torch: f32 weights, bf16 autocast; "
+        "JAX: f32 weights cast to bf16 in the step)"
         if args.precision == "bfloat16" else ""))
     print("tokens/s: the median over the measured steps; best: the fastest step; "
           "spread: (max - min) / median" + (
@@ -404,9 +550,10 @@ def print_environment(args):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--torch-worker":
+    if len(sys.argv) == 3 and sys.argv[1] in ("--torch-worker", "--jax-worker"):
+        worker = torch_worker if sys.argv[1] == "--torch-worker" else jax_worker
         try:
-            torch_worker(json.loads(sys.argv[2]))
+            worker(json.loads(sys.argv[2]))
         except Exception as e:  # reported as the rung's note
             msg = " ".join(str(e).split())[:160]
             sys.exit(f"error: {type(e).__name__}: {msg}")
@@ -436,6 +583,10 @@ def main():
                         help="run every rung this many times, in interleaved rounds, and keep "
                              "each rung's run with the highest median (for a loaded machine)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    parser.add_argument("--check-jax", action="store_true",
+                        help="only check the JAX model against the PyTorch one for each of "
+                             "--models (parameters; losses of 3 steps from the same weights, "
+                             "float32 and bfloat16); exit 1 if they differ")
     parser.add_argument("--keep", metavar="DIR",
                         help="keep the runs' dump folders and logs here (default: a temp dir)")
     args = parser.parse_args()
@@ -451,6 +602,16 @@ def main():
     if args.steps < 1 or args.warmup < 1 or args.repeat < 1:
         sys.exit("--steps, --warmup and --repeat must be at least 1 (the first step compiles)")
 
+    if args.check_jax:
+        ok = True
+        for recipe in args.models.split(","):
+            cfg = kiln_config(args.kiln, recipe, "float32")
+            if model_family(args.kiln, cfg) != "llama3":
+                print(f"{recipe}: skipped: the JAX side builds Llama models, not "
+                      f"{model_family(args.kiln, cfg)}")
+                continue
+            ok = check_jax(recipe, cfg, args.threads) and ok
+        sys.exit(0 if ok else 1)
     print_environment(args)
     with tempfile.TemporaryDirectory(prefix="kiln-ladder-") as tmp:
         workdir = args.keep or tmp
@@ -465,7 +626,7 @@ def main():
             best = {}
             for margs.round in range(args.repeat):
                 for key in rungs:
-                    run = run_kiln if key in KILN_RUNGS else run_torch
+                    run = run_kiln if key in KILN_RUNGS else run_worker
                     row = run(margs, recipe, key, workdir)
                     if key not in best or row.get("tps", 0) > best[key].get("tps", 0):
                         best[key] = row

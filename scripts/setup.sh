@@ -3,7 +3,8 @@
 # builds it. Run as root (or with sudo available). Safe to run again: what
 # is installed and built already is skipped.
 #   scripts/setup.sh           everything: Debian packages, the pinned Python
-#                              oracles of the tests (.venv), every target
+#                              oracles of the tests and the benchmarks'
+#                              peers (.venv), every target
 #   scripts/setup.sh --train   what training needs: Debian packages and the
 #                              kiln command (build/kiln); no Python
 # Debian packages: compilers, CMake/ninja/ccache, oneDNN, OpenMPI, JSON,
@@ -49,12 +50,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ "$scope" = all ]; then
-  # The oracles' Python environment. --system-site-packages lets an existing
-  # matching install be reused instead of downloaded again.
+  # The Python environment of the oracles (scripts/requirements.txt) and of
+  # the benchmarks' peers (bench/requirements.txt: JAX). --system-site-packages
+  # lets an existing matching install be reused instead of downloaded again.
   if [ ! -x .venv/bin/python ]; then
     python3 -m venv --system-site-packages .venv
   fi
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    -r scripts/requirements.txt -r bench/requirements.txt
 fi
 
 # KILN_CMAKE_ARGS: extra configure arguments (CI disables OpenCL with them).
