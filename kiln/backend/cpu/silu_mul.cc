@@ -2,14 +2,14 @@
 // engine: one pass per output, computing in f32 (f64 for f64) and rounding
 // once.
 #include "kiln/backend/cpu/kernel_helpers.h"
-#include "kiln/backend/cpu/vmath.h"
+#include "kiln/codegen/math.h"
 
 namespace kiln::cpu {
 namespace {
 
 template <class C>
 C sigmoid_of(C x) {
-  return C(1) / (C(1) + fast_exp(-x));
+  return C(1) / (C(1) + codegen::math::exp(-x));
 }
 
 void silu_mul_kernel(const KernelArgs& a) {
