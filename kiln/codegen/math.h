@@ -30,9 +30,9 @@ namespace kiln::codegen::math {
 #define KILN_MATH_BINARY(name)                                             \
   KILN_HD inline float name(float x, float y) { return std::name(x, y); }  \
   KILN_HD inline double name(double x, double y) { return std::name(x, y); }
-#define KILN_MATH_VMATH(name)                                            \
-  KILN_HD inline float name(float x) { return vmath::name##_f32(x); }    \
-  KILN_HD inline double name(double x) { return std::name(x); }
+#define KILN_MATH_VMATH(name)                                              \
+  KILN_FORCE_INLINE float name(float x) { return vmath::name##_f32(x); }  \
+  inline double name(double x) { return std::name(x); }
 #endif
 
 KILN_MATH_VMATH(exp)
