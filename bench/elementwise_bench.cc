@@ -1,12 +1,21 @@
 // Elementwise throughput: kiln's add and silu on 16M floats, against a plain
 // C++ loop over the same buffers in the same run (memory-bandwidth bound, so
 // the loop is the ceiling). Bytes counted: inputs read + output written.
+// Then the transcendental ops and the row reductions built on them (16M
+// uniform floats, rows of 2048 as llama3_debug's vocabulary): compute bound,
+// they measure the vectorised math of kiln/codegen/vmath.h. These are timed
+// in process CPU seconds, which with KILN_NUM_THREADS=1 barely move when
+// other processes load the machine.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <ctime>
 #include <vector>
 
+#include "kiln/backend/cpu/cpu_features.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
+#include "kiln/ops/reduction.h"
 #include "kiln/runtime/threads.h"
 
 namespace {
@@ -53,11 +62,69 @@ void BM_LoopSilu(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
+using Op = kiln::Tensor (*)(const kiln::Tensor&);
+
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+// op on 16M floats uniform in [lo, hi), as [8192, 2048]; bytes as above.
+void BM_KilnOp(benchmark::State& state, Op op, double lo, double hi) {
+  kiln::Generator g(1);
+  kiln::Tensor a = kiln::uniform({kN / 2048, 2048}, lo, hi, g);
+  int64_t out_bytes = 4 * op(a).numel();
+  kiln::synchronize();  // the input made and the op warmed up, untimed
+  for (auto _ : state) {
+    double start = process_cpu_seconds();
+    kiln::Tensor c = op(a);
+    kiln::synchronize();
+    state.SetIterationTime(process_cpu_seconds() - start);
+  }
+  state.SetBytesProcessed(state.iterations() * (kN * 4 + out_bytes));
+}
+
+kiln::Tensor exp(const kiln::Tensor& x) { return kiln::exp(x); }
+kiln::Tensor log(const kiln::Tensor& x) { return kiln::log(x); }
+kiln::Tensor tanh(const kiln::Tensor& x) { return kiln::tanh(x); }
+kiln::Tensor erf(const kiln::Tensor& x) { return kiln::erf(x); }
+kiln::Tensor sigmoid(const kiln::Tensor& x) { return kiln::sigmoid(x); }
+kiln::Tensor gelu(const kiln::Tensor& x) { return kiln::gelu(x); }
+kiln::Tensor softmax(const kiln::Tensor& x) { return kiln::softmax(x, -1); }
+kiln::Tensor log_softmax(const kiln::Tensor& x) { return kiln::log_softmax(x, -1); }
+kiln::Tensor logsumexp(const kiln::Tensor& x) { return kiln::logsumexp(x, {-1}); }
+
 BENCHMARK(BM_KilnAdd)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopAdd)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_KilnSilu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopSilu)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_KilnOp, exp, exp, -10, 10)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK_CAPTURE(BM_KilnOp, log, log, 0, 100)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK_CAPTURE(BM_KilnOp, tanh, tanh, -5, 5)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK_CAPTURE(BM_KilnOp, erf, erf, -3, 3)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK_CAPTURE(BM_KilnOp, sigmoid, sigmoid, -10, 10)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+BENCHMARK_CAPTURE(BM_KilnOp, gelu, gelu, -5, 5)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK_CAPTURE(BM_KilnOp, softmax, softmax, -10, 10)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+BENCHMARK_CAPTURE(BM_KilnOp, log_softmax, log_softmax, -10, 10)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+BENCHMARK_CAPTURE(BM_KilnOp, logsumexp, logsumexp, -10, 10)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("cpu", kiln::cpu::cpu_model());
+  kiln::cpu::CpuFeatures f = kiln::cpu::cpu_features();
+  benchmark::AddCustomContext("isa", f.avx512f ? "avx512f" : f.avx2 ? "avx2" : "baseline");
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}

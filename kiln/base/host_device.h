@@ -10,6 +10,15 @@
 #define KILN_HD
 #endif
 
+// Always inlined: the scalar math and its functors, whose bodies
+// (codegen/vmath.h) are large enough that GCC would otherwise call them out
+// of line from a kernel's loop, which then does not vectorise.
+#if defined(__CUDACC__)
+#define KILN_FORCE_INLINE __forceinline__
+#else
+#define KILN_FORCE_INLINE inline __attribute__((always_inline))
+#endif
+
 // NVRTC has no standard headers: the fixed-width integers the portable
 // headers use, as the LP64 host defines them.
 #if defined(__CUDACC_RTC__)

@@ -15,21 +15,21 @@
 namespace kiln::codegen {
 
 // Unary functors.
-struct Neg { template <class T> KILN_HD T operator()(T x) const { return -x; } };
-struct Abs { template <class T> KILN_HD T operator()(T x) const { return x < 0 ? -x : x; } };
-struct Square { template <class T> KILN_HD T operator()(T x) const { return x * x; } };
-struct Sign { template <class T> KILN_HD T operator()(T x) const { return T((x > 0) - (x < 0)); } };
-struct Exp { template <class T> KILN_HD T operator()(T x) const { return math::exp(x); } };
-struct Log { template <class T> KILN_HD T operator()(T x) const { return math::log(x); } };
-struct Sqrt { template <class T> KILN_HD T operator()(T x) const { return math::sqrt(x); } };
-struct Rsqrt { template <class T> KILN_HD T operator()(T x) const { return T(1) / math::sqrt(x); } };
-struct Reciprocal { template <class T> KILN_HD T operator()(T x) const { return T(1) / x; } };
-struct Tanh { template <class T> KILN_HD T operator()(T x) const { return math::tanh(x); } };
-struct Sigmoid { template <class T> KILN_HD T operator()(T x) const { return T(1) / (T(1) + math::exp(-x)); } };
-struct Silu { template <class T> KILN_HD T operator()(T x) const { return x / (T(1) + math::exp(-x)); } };
-struct Sin { template <class T> KILN_HD T operator()(T x) const { return math::sin(x); } };
-struct Cos { template <class T> KILN_HD T operator()(T x) const { return math::cos(x); } };
-struct Erf { template <class T> KILN_HD T operator()(T x) const { return math::erf(x); } };
+struct Neg { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return -x; } };
+struct Abs { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return x < 0 ? -x : x; } };
+struct Square { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return x * x; } };
+struct Sign { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return T((x > 0) - (x < 0)); } };
+struct Exp { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return math::exp(x); } };
+struct Log { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return math::log(x); } };
+struct Sqrt { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return math::sqrt(x); } };
+struct Rsqrt { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return T(1) / math::sqrt(x); } };
+struct Reciprocal { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return T(1) / x; } };
+struct Tanh { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return math::tanh(x); } };
+struct Sigmoid { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return T(1) / (T(1) + math::exp(-x)); } };
+struct Silu { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return x / (T(1) + math::exp(-x)); } };
+struct Sin { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return math::sin(x); } };
+struct Cos { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return math::cos(x); } };
+struct Erf { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const { return math::erf(x); } };
 
 // 1 / sqrt(2) and sqrt(2 / pi) in double, as std::numbers gives them
 // (written out: NVRTC has no <numbers>; codegen/expr.cc checks them).
@@ -37,39 +37,39 @@ inline constexpr double kRsqrt2 = 0x1.6a09e667f3bccp-1;
 inline constexpr double kSqrt2OverPi = 0x1.9884533d43651p-1;
 
 struct GeluErf {
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const {
     return T(0.5) * x * (T(1) + math::erf(x * T(kRsqrt2)));
   }
 };
 struct GeluTanh {
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x) const {
     const T k = T(kSqrt2OverPi);
     return T(0.5) * x * (T(1) + math::tanh(k * math::fma(T(0.044715) * x * x, x, x)));
   }
 };
-struct Not { KILN_HD bool operator()(bool x) const { return !x; } };
+struct Not { KILN_HD KILN_FORCE_INLINE bool operator()(bool x) const { return !x; } };
 
 // Binary functors.
-struct Add { template <class T> KILN_HD T operator()(T x, T y) const { return x + y; } };
-struct Sub { template <class T> KILN_HD T operator()(T x, T y) const { return x - y; } };
-struct Mul { template <class T> KILN_HD T operator()(T x, T y) const { return x * y; } };
-struct Div { template <class T> KILN_HD T operator()(T x, T y) const { return x / y; } };
-struct Pow { template <class T> KILN_HD T operator()(T x, T y) const { return math::pow(x, y); } };
+struct Add { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x, T y) const { return x + y; } };
+struct Sub { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x, T y) const { return x - y; } };
+struct Mul { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x, T y) const { return x * y; } };
+struct Div { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x, T y) const { return x / y; } };
+struct Pow { template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x, T y) const { return math::pow(x, y); } };
 // NaN propagates, as in torch.maximum.
 struct Maximum {
-  template <class T> KILN_HD T operator()(T x, T y) const { return x != x ? x : (y != y ? y : (x > y ? x : y)); }
+  template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x, T y) const { return x != x ? x : (y != y ? y : (x > y ? x : y)); }
 };
 struct Minimum {
-  template <class T> KILN_HD T operator()(T x, T y) const { return x != x ? x : (y != y ? y : (x < y ? x : y)); }
+  template <class T> KILN_HD KILN_FORCE_INLINE T operator()(T x, T y) const { return x != x ? x : (y != y ? y : (x < y ? x : y)); }
 };
-struct Eq { template <class T> KILN_HD bool operator()(T x, T y) const { return x == y; } };
-struct Ne { template <class T> KILN_HD bool operator()(T x, T y) const { return x != y; } };
-struct Lt { template <class T> KILN_HD bool operator()(T x, T y) const { return x < y; } };
-struct Le { template <class T> KILN_HD bool operator()(T x, T y) const { return x <= y; } };
-struct Gt { template <class T> KILN_HD bool operator()(T x, T y) const { return x > y; } };
-struct Ge { template <class T> KILN_HD bool operator()(T x, T y) const { return x >= y; } };
-struct And { KILN_HD bool operator()(bool x, bool y) const { return x && y; } };
-struct Or { KILN_HD bool operator()(bool x, bool y) const { return x || y; } };
+struct Eq { template <class T> KILN_HD KILN_FORCE_INLINE bool operator()(T x, T y) const { return x == y; } };
+struct Ne { template <class T> KILN_HD KILN_FORCE_INLINE bool operator()(T x, T y) const { return x != y; } };
+struct Lt { template <class T> KILN_HD KILN_FORCE_INLINE bool operator()(T x, T y) const { return x < y; } };
+struct Le { template <class T> KILN_HD KILN_FORCE_INLINE bool operator()(T x, T y) const { return x <= y; } };
+struct Gt { template <class T> KILN_HD KILN_FORCE_INLINE bool operator()(T x, T y) const { return x > y; } };
+struct Ge { template <class T> KILN_HD KILN_FORCE_INLINE bool operator()(T x, T y) const { return x >= y; } };
+struct And { KILN_HD KILN_FORCE_INLINE bool operator()(bool x, bool y) const { return x && y; } };
+struct Or { KILN_HD KILN_FORCE_INLINE bool operator()(bool x, bool y) const { return x || y; } };
 
 // The op families as lists of X(op name, functor), expanded by the CPU's
 // eager kernel table and interpreter and by the code generators' plan, so an

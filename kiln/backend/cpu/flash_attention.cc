@@ -16,7 +16,7 @@
 
 #include "kiln/backend/cpu/gemm.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
-#include "kiln/backend/cpu/vmath.h"
+#include "kiln/codegen/math.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cpu {
@@ -133,8 +133,8 @@ void forward(const KernelArgs& a) {
             continue;
           }
           C mn = std::max(m[r], mx);
-          for (int64_t c = 0; c < bk; ++c) sr[c] = fast_exp(sr[c] - mn);
-          C corr = fast_exp(m[r] - mn);  // 0 on the first visible block
+          for (int64_t c = 0; c < bk; ++c) sr[c] = codegen::math::exp(sr[c] - mn);
+          C corr = codegen::math::exp(m[r] - mn);  // 0 on the first visible block
           l[r] = l[r] * corr + lane_sum<C>(bk, [&](int64_t c) { return sr[c]; });
           m[r] = mn;
           if (corr != C(1))
@@ -146,7 +146,7 @@ void forward(const KernelArgs& a) {
         C inv = l[r] > 0 ? C(1) / l[r] : C(0);
         for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] *= inv;
         store_row(out, (row0 + r) * Dv, o.data() + r * Dv, Dv);
-        lse[row0 + r] = m[r] + std::log(l[r]);
+        lse[row0 + r] = m[r] + codegen::math::log(l[r]);
       }
     }
   });
@@ -177,7 +177,7 @@ void block_grads(const Problem<C>& p, const BackwardInputs<C>& in, int64_t b, in
     C lse = in.lse[row0 + r], delta = in.delta[row0 + r];
     C *sr = s + r * kBlockK, *dr = ds + r * kBlockK;
     for (int64_t c = 0; c < bk; ++c) {
-      sr[c] = fast_exp(sr[c] - lse);  // exp(-inf) = 0 where masked
+      sr[c] = codegen::math::exp(sr[c] - lse);  // exp(-inf) = 0 where masked
       dr[c] = sr[c] * (dr[c] - delta);
     }
   }

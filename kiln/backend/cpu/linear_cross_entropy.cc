@@ -15,7 +15,7 @@
 
 #include "kiln/backend/cpu/gemm.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
-#include "kiln/backend/cpu/vmath.h"
+#include "kiln/codegen/math.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cpu {
@@ -90,8 +90,8 @@ void forward(const KernelArgs& a) {
       int64_t t = s.targets[size_t(r)] - v0;
       if (t >= 0 && t < width) picked[size_t(r)] = z[t];
       C mn = std::max(m[size_t(r)], row_max(z, width));
-      for (int64_t c = 0; c < width; ++c) z[c] = fast_exp(z[c] - mn);
-      l[size_t(r)] = l[size_t(r)] * fast_exp(m[size_t(r)] - mn) +
+      for (int64_t c = 0; c < width; ++c) z[c] = codegen::math::exp(z[c] - mn);
+      l[size_t(r)] = l[size_t(r)] * codegen::math::exp(m[size_t(r)] - mn) +
                      lane_sum<C>(width, [&](int64_t c) { return z[c]; });
       m[size_t(r)] = mn;
     });
@@ -102,7 +102,7 @@ void forward(const KernelArgs& a) {
   C* lse = a.out[1].ptr<C>();
   double total = 0, count = 0;  // in index order
   for (int64_t r = 0; r < s.rows; ++r) {
-    lse[r] = m[size_t(r)] + std::log(l[size_t(r)]);
+    lse[r] = m[size_t(r)] + codegen::math::log(l[size_t(r)]);
     bool valid = s.targets[size_t(r)] != ignore;
     C row_loss = valid ? lse[r] - picked[size_t(r)] : C(0);
     if (reduction == "none") loss[r] = row_loss;
@@ -138,7 +138,7 @@ void backward(const KernelArgs& a) {
     for_rows(s.rows, width, [&](int64_t r) {
       C* z = g + r * width;
       C shift = lse[r], coef = dsoft[r];
-      for (int64_t c = 0; c < width; ++c) z[c] = fast_exp(z[c] - shift) * coef;
+      for (int64_t c = 0; c < width; ++c) z[c] = codegen::math::exp(z[c] - shift) * coef;
       int64_t t = s.targets[size_t(r)];
       if (t != ignore && t >= v0 && t < v0 + width) z[t - v0] -= dtarget[r];
     });

@@ -8,7 +8,7 @@
 
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/reduction_engine.h"
-#include "kiln/backend/cpu/vmath.h"
+#include "kiln/codegen/math.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cpu {
@@ -54,8 +54,8 @@ void visit_numeric(DType t, F&& f) {
 template <class T>
 std::vector<compute_t<T>> exp_sums(const ReducePlan& plan, const TensorRef& in,
                                    const std::vector<compute_t<T>>& shift) {
-  auto exp = [](auto d) { return fast_exp(d); };
-  return reduce<T, compute_t<T>>(plan, in, shifted_sum<T>(shift, exp));
+  return reduce<T, compute_t<T>>(
+      plan, in, shifted_sum<T>(shift, [](auto d) { return codegen::math::exp(d); }));
 }
 
 // Per-output maxima made safe to subtract: non-finite ones become 0, so a
@@ -103,7 +103,7 @@ void logsumexp_kernel(const KernelArgs& a) {
     using T = decltype(tag);
     auto shift = stable_shift<T>(plan, a.in[0]);
     auto s = exp_sums<T>(plan, a.in[0], shift);
-    write_results(a.out[0], [&](int64_t o) { return shift[o] + std::log(s[o]); });
+    write_results(a.out[0], [&](int64_t o) { return shift[o] + codegen::math::log(s[o]); });
   });
 }
 
@@ -164,10 +164,10 @@ void softmax_kernel(const KernelArgs& a) {
     auto shift = stable_shift<T>(plan, in);
     auto per_row = exp_sums<T>(plan, in, shift);
     if constexpr (kLog)
-      for (C& v : per_row) v = std::log(v);
+      for (C& v : per_row) v = codegen::math::log(v);
     auto f = [](C x, C m, C t) -> C {
       if constexpr (kLog) return (x - m) - t;
-      else return fast_exp(x - m) / t;
+      else return codegen::math::exp(x - m) / t;
     };
     const int64_t length = plan.length();
     if (in.contiguous() && plan.reduced.size() == 1 && plan.reduced_strides[0] == 1) {

@@ -2,15 +2,13 @@
 // engine: one pass per output, computing in f32 (f64 for f64) and rounding
 // once.
 #include "kiln/backend/cpu/kernel_helpers.h"
-#include "kiln/backend/cpu/vmath.h"
+#include "kiln/codegen/elementwise_ops.h"
 
 namespace kiln::cpu {
 namespace {
 
-template <class C>
-C sigmoid_of(C x) {
-  return C(1) / (C(1) + fast_exp(-x));
-}
+// The sigmoid op's own functor (inlined, so the loops vectorise).
+constexpr codegen::Sigmoid sigmoid_of;
 
 void silu_mul_kernel(const KernelArgs& a) {
   visit_floating(a.in[0].dtype, [&](auto tag) {

@@ -5,9 +5,9 @@
 kiln_embed_headers(kiln_backend_cpu kiln::cpu::fused kiln/backend/cpu/fused/codegen.h
   kiln/base/host_device.h
   kiln/base/half.h
+  kiln/codegen/vmath.h
   kiln/codegen/math.h
   kiln/codegen/scalar.h
   kiln/codegen/elementwise_ops.h
   kiln/codegen/reduce_ops.h
-  kiln/backend/cpu/vmath.h
   kiln/backend/cpu/fold.h)

@@ -5,6 +5,7 @@
 kiln_embed_headers(kiln_backend_cuda kiln::cuda::fused kiln/backend/cuda/fused/codegen.h
   kiln/base/host_device.h
   kiln/base/half.h
+  kiln/codegen/vmath.h
   kiln/codegen/math.h
   kiln/codegen/scalar.h
   kiln/codegen/elementwise_ops.h
