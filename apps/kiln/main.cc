@@ -10,7 +10,7 @@
 #include "kiln/dist/world.h"
 
 int main(int argc, char** argv) {
-  kiln::cli::use_passive_openmp(argv);
+  kiln::cli::bound_openmp_spinning(argv);
   CLI::App app{"kiln: train transformer language models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
