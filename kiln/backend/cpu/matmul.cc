@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/backend/cpu/kernel_helpers.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/backend/cpu/onednn.h"
@@ -142,12 +143,6 @@ bool run_onednn(const TensorRef& a_ref, bool ta, const TensorRef& b_ref, bool tb
 
 bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
 
-template <class F>
-void visit_half(DType t, F&& f) {
-  if (t == DType::bf16) f(bf16{});
-  else f(f16{});
-}
-
 // A dense f32 tensor of `shape` in `buffer`.
 TensorRef dense_f32(const Shape& shape, std::vector<float>& buffer) {
   buffer.resize(size_t(shape.numel()));
@@ -157,7 +152,7 @@ TensorRef dense_f32(const Shape& shape, std::vector<float>& buffer) {
 // `t`'s values as f32 in `buffer`, laid out densely.
 TensorRef widened(const TensorRef& t, std::vector<float>& buffer) {
   TensorRef w = dense_f32(t.shape, buffer);
-  visit_half(t.dtype, [&](auto tag) { map<float, decltype(tag)>(w, [](float x) { return x; }, {&t}); });
+  visit_floating(t.dtype, [&](auto tag) { map<float, decltype(tag)>(w, [](float x) { return x; }, {&t}); });
   return w;
 }
 
@@ -169,7 +164,7 @@ void run_widened(const TensorRef& a, bool ta, const TensorRef& b, bool tb, const
   TensorRef c = dense_f32(out.shape, c32);
   KILN_CHECK(run_onednn(widened(a, a32), ta, widened(b, b32), tb, c),
              "matmul: oneDNN has no f32 primitive for ", a.shape, " x ", b.shape);
-  visit_half(out.dtype, [&](auto tag) { map<decltype(tag), float>(out, [](float x) { return x; }, {&c}); });
+  visit_floating(out.dtype, [&](auto tag) { map<decltype(tag), float>(out, [](float x) { return x; }, {&c}); });
 }
 
 void matmul_kernel(const KernelArgs& args) {

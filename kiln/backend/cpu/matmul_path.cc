@@ -64,10 +64,19 @@ Bf16Choice bf16_choice_from_env() {
   return {MatmulPath::widened_to_f32, cat("oneDNN isa ", onednn_isa(), " has no bf16 dot products")};
 }
 
-Bf16Choice bf16_choice() {
-  if (int o = g_bf16_override.load(); o >= 0) return {MatmulPath(o), "set by a test"};
+// Decided once: matmul_path runs for every bf16 product.
+const Bf16Choice& automatic_bf16_choice() {
   static const Bf16Choice choice = bf16_choice_from_env();
   return choice;
+}
+
+MatmulPath bf16_path() {
+  const int o = g_bf16_override.load();
+  return o >= 0 ? MatmulPath(o) : automatic_bf16_choice().path;
+}
+
+std::string bf16_why() {
+  return g_bf16_override.load() >= 0 ? "set by a test" : automatic_bf16_choice().why;
 }
 
 }  // namespace
@@ -75,7 +84,7 @@ Bf16Choice bf16_choice() {
 MatmulPath matmul_path(DType dtype) {
   switch (dtype) {
     case DType::f32: return MatmulPath::onednn;
-    case DType::bf16: return bf16_choice().path;
+    case DType::bf16: return bf16_path();
     case DType::f16: return onednn_has_f16_matmul() ? MatmulPath::onednn : MatmulPath::widened_to_f32;
     default: return MatmulPath::loop;
   }
@@ -88,7 +97,7 @@ std::string matmul_path_text(DType dtype) {
     case MatmulPath::widened_to_f32: path = "widened to f32 for oneDNN's f32 primitive"; break;
     case MatmulPath::loop: path = "a plain loop"; break;
   }
-  std::string why = dtype == DType::bf16 ? bf16_choice().why
+  std::string why = dtype == DType::bf16 ? bf16_why()
                     : dtype == DType::f16 ? (onednn_has_f16_matmul() ? "oneDNN has f16 matmuls here"
                                                                      : "oneDNN has no f16 matmul here")
                                           : "";
