@@ -17,8 +17,12 @@ std::map<DeviceKind, std::unique_ptr<Backend>>& backends() {
   return *b;
 }
 
-std::map<std::pair<DeviceKind, std::string>, Kernel, std::less<>>& kernels() {
-  static auto* k = new std::map<std::pair<DeviceKind, std::string>, Kernel, std::less<>>;
+struct Registered {
+  Kernel kernel;
+  int priority;
+};
+std::map<std::pair<DeviceKind, std::string>, Registered, std::less<>>& kernels() {
+  static auto* k = new std::map<std::pair<DeviceKind, std::string>, Registered, std::less<>>;
   return *k;
 }
 
@@ -29,9 +33,12 @@ std::vector<DrainFn>& drains() {
 
 }  // namespace
 
-void register_kernel(DeviceKind device, std::string_view op, Kernel kernel) {
-  auto [it, inserted] = kernels().emplace(std::pair{device, std::string(op)}, kernel);
-  if (!inserted) fail("kernel for op '", op, "' registered twice");
+void register_kernel(DeviceKind device, std::string_view op, Kernel kernel, int priority) {
+  auto [it, inserted] =
+      kernels().emplace(std::pair{device, std::string(op)}, Registered{kernel, priority});
+  if (inserted) return;
+  if (it->second.priority == priority) fail("kernel for op '", op, "' registered twice");
+  if (it->second.priority < priority) it->second = {kernel, priority};
 }
 
 void register_in_flight_drain(DrainFn drain) { drains().push_back(drain); }
@@ -42,7 +49,7 @@ void drain_in_flight() {
 
 const Kernel* find_kernel(DeviceKind device, std::string_view op) {
   auto it = kernels().find(std::pair{device, std::string(op)});
-  return it == kernels().end() ? nullptr : &it->second;
+  return it == kernels().end() ? nullptr : &it->second.kernel;
 }
 
 void register_backend(std::unique_ptr<Backend> b) {

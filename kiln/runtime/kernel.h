@@ -59,7 +59,11 @@ struct Kernel {
   PrepareFn prepare = nullptr;
 };
 
-void register_kernel(DeviceKind device, std::string_view op, Kernel kernel);
+// A backend built in several instruction-set variants (the CPU backend's
+// AVX-512 copy) registers an op once per variant it loads, the
+// better one with the higher priority, which wins whatever the order; the
+// same priority twice is an error.
+void register_kernel(DeviceKind device, std::string_view op, Kernel kernel, int priority = 0);
 const Kernel* find_kernel(DeviceKind device, std::string_view op);
 
 // Kernels that return with work still running (a collective's start, which
@@ -74,8 +78,8 @@ void drain_in_flight();
 
 // Registers kernels from a static initialiser in a backend's source file.
 struct KernelRegistrar {
-  KernelRegistrar(DeviceKind device, std::string_view op, Kernel kernel) {
-    register_kernel(device, op, kernel);
+  KernelRegistrar(DeviceKind device, std::string_view op, Kernel kernel, int priority = 0) {
+    register_kernel(device, op, kernel, priority);
   }
 };
 
