@@ -51,6 +51,20 @@ inline void fold_lanes(const Op& op, Acc* lanes) {
     for (int j = 0; j < w; ++j) lanes[j] = op.combine(lanes[j], lanes[j + w]);
 }
 
+// fold_lanes for nb neighbouring results at once, lane j of result b at
+// lanes[j * stride + b]; the results end in lanes[0 .. nb). The same tree,
+// vectorised across the results: a short reduction with many results
+// (summing a few rows) spends most of its time here.
+template <class Acc, class Op>
+inline void fold_lane_columns(const Op& op, Acc* lanes, int64_t stride, int64_t nb) {
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) {
+      Acc* __restrict to = lanes + j * stride;
+      const Acc* __restrict from = lanes + (j + w) * stride;
+      for (int64_t b = 0; b < nb; ++b) to[b] = op.combine(to[b], from[b]);
+    }
+}
+
 // One result from its chunks' results, in chunk order.
 template <class Acc, class Op>
 inline Acc combine_chunks(const Op& op, const Acc* chunk_results, int64_t chunks) {

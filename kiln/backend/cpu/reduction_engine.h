@@ -156,22 +156,18 @@ class Reducer {
   // Folds chunk c of outputs [o0, o0 + nb), which are neighbours along the
   // contiguous kept inner axis; writes dst[o * chunks + c].
   void column_block(int64_t o0, int64_t nb, int64_t c, Acc* dst, int64_t chunks) const {
-    std::array<std::array<Acc, kBlock>, kLanes> lanes;
-    for (auto& l : lanes) l.fill(op_.identity);
+    std::array<Acc, kLanes * kBlock> lanes;  // lane j of output o0 + b at j * kBlock + b
+    lanes.fill(op_.identity);
     const T* base = in_ + offset_of(o0, p_.kept, p_.kept_strides);
     auto [r0, end] = chunk_range(c);
     Cursor cursor(p_.reduced, p_.reduced_strides, r0);
     for (int64_t r = r0; r < end; ++r, cursor.next()) {
       const T* p = base + cursor.offset();
-      Acc* l = lanes[r % kLanes].data();
+      Acc* l = lanes.data() + r % kLanes * kBlock;
       for (int64_t b = 0; b < nb; ++b) l[b] = op_.combine(l[b], op_.load(p[b], o0 + b));
     }
-    for (int64_t b = 0; b < nb; ++b) {
-      std::array<Acc, kLanes> col;
-      for (int j = 0; j < kLanes; ++j) col[j] = lanes[j][b];
-      fold_lanes(op_, col.data());
-      dst[(o0 + b) * chunks + c] = col[0];
-    }
+    fold_lane_columns(op_, lanes.data(), kBlock, nb);
+    for (int64_t b = 0; b < nb; ++b) dst[(o0 + b) * chunks + c] = lanes[size_t(b)];
   }
 
   const ReducePlan& p_;

@@ -261,14 +261,15 @@ class Emitter {
         << fused::tiles(r) << ", q = item / " << chunks(r) * fused::tiles(r) << ";\n"
         << "    const int64_t b0 = t * " << tile << ", nb = std::min<int64_t>(" << tile << ", "
         << n0 << " - b0), first = q * " << n0 << " + b0;\n"
-        << "    Acc lanes[kiln::cpu::kLanes][" << tile << "];\n"
+        << "    Acc lanes[kiln::cpu::kLanes * " << tile << "];  // lane l of result b at l * "
+        << tile << " + b\n"
         << "    for (int l = 0; l < kiln::cpu::kLanes; ++l)\n"
-        << "      for (int64_t b = 0; b < nb; ++b) lanes[l][b] = op.identity;\n"
+        << "      for (int64_t b = 0; b < nb; ++b) lanes[l * " << tile << " + b] = op.identity;\n"
         << "    const int64_t r_end = std::min<int64_t>(" << r.length << ", (c + 1) * kiln::cpu::kChunk);\n"
         << "    for (int64_t r = c * kiln::cpu::kChunk; r < r_end; ++r) {\n"
         << "      const int64_t i = (q * " << r.length << " + r) * " << n0 << " + b0;\n";
     run_offsets("      ", "i", "nb");
-    os_ << "      Acc* __restrict l = lanes[r % kiln::cpu::kLanes];\n";
+    os_ << "      Acc* __restrict l = lanes + r % kiln::cpu::kLanes * " << tile << ";\n";
     if (tiled()) {
       tiles("      ", [&](const std::string& in) {
         os_ << in << "for (int64_t j = j0; j < j1; ++j) l[j] = op.combine(l[j], op.load(" << t(x)
@@ -280,12 +281,10 @@ class Emitter {
       os_ << "        l[j] = op.combine(l[j], op.load(" << v(x) << ", first + j));\n      }\n";
     }
     os_ << "    }\n"
-        << "    for (int64_t b = 0; b < nb; ++b) {\n"
-        << "      Acc col[kiln::cpu::kLanes];\n"
-        << "      for (int l = 0; l < kiln::cpu::kLanes; ++l) col[l] = lanes[l][b];\n"
-        << "      kiln::cpu::fold_lanes(op, col);\n"
-        << "      dst[(first + b) * " << chunks(r) << " + c] = col[0];\n"
-        << "    }\n  }\n}\n";
+        << "    kiln::cpu::fold_lane_columns(op, lanes, " << tile << ", nb);\n"
+        << "    for (int64_t b = 0; b < nb; ++b) dst[(first + b) * " << chunks(r)
+        << " + c] = lanes[b];\n"
+        << "  }\n}\n";
   }
 
   const Plan& p_;

@@ -395,12 +395,8 @@ void Interpreter::fold_columns(Frame& f, int64_t item_begin, int64_t item_end, A
         for (int64_t b = 0; b < nb; ++b) l[b] = op.combine(l[b], op.load(v[b], first + b));
       }
     }
-    for (int64_t b = 0; b < nb; ++b) {
-      std::array<Acc, kLanes> col;
-      for (int j = 0; j < kLanes; ++j) col[j] = lanes[size_t(j * kTile + b)];
-      fold_lanes(op, col.data());
-      dst[(first + b) * chunks(r) + c] = col[0];
-    }
+    fold_lane_columns(op, lanes.data(), kTile, nb);
+    for (int64_t b = 0; b < nb; ++b) dst[(first + b) * chunks(r) + c] = lanes[size_t(b)];
   }
 }
 
