@@ -29,6 +29,6 @@ if [ "${1:-}" != "--quick" ]; then
   # The model-sized suites (minutes each under ASan) run in the release pass
   # only.
   ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
-    ctest --test-dir build-asan -L unit -E "^(transformer|fused_kernels|fused|moe|attention)_test$" \
+    ctest --test-dir build-asan -L unit -E "^(transformer|fused_kernels|fused|moe|attention)_test(_x86_64_v3)?$" \
     --output-on-failure -j "$jobs"
 fi

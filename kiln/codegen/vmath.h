@@ -2,6 +2,8 @@
 // ones every CPU path calls). Written branch-free, with selects in place of
 // branches and bit operations in place of frexp/ldexp, so that loops calling
 // them vectorise at any width (std::expf etc. do not without -ffast-math).
+// Without AVX-512's masks the compiler if-converts the selects only under
+// -fno-trapping-math, which kiln's code and the generated code are built with.
 // Only IEEE-exact operations (+ - * /, fma, min/max, bit moves) are used, so
 // each lane's result is the same bits scalar, SSE, AVX2 or AVX-512, with or
 // without a hardware FMA.
@@ -66,9 +68,7 @@ KILN_FORCE_INLINE float exp_f32(float x) {
 }
 
 // log(x) = e ln2 + log(1 + f), x = 2^e (1 + f), 1 + f in [sqrt(1/2), sqrt(2));
-// log(1 + f) = f - f^2/2 + f^3 Q(f). (GCC 12 does not vectorise loops
-// calling this one yet: under -ftrapping-math it will not if-convert the
-// selects; with -fno-trapping-math it does.)
+// log(1 + f) = f - f^2/2 + f^3 Q(f).
 KILN_FORCE_INLINE float log_f32(float x) {
   const float inf = std::numeric_limits<float>::infinity();
   // Subnormals are scaled into the normal range first (exactly).

@@ -45,6 +45,15 @@ TEST(Cli, InfoPrintsVersionDevicesFeaturesAndOneDnn) {
 }
 
 // ONEDNN_MAX_CPU_ISA=AVX2 makes oneDNN dispatch as on a CPU without bf16 dot products.
+TEST(Cli, InfoSaysWhichKernelCopyRunsAndRefusesABadChoice) {
+  CliRun info = kiln("info");
+  EXPECT_EQ(info.status, 0) << info.output;
+  EXPECT_NE(info.output.find(" kernel threads, kernels for "), std::string::npos) << info.output;
+  CliRun bad = kiln("info", "KILN_CPU_ISA=avx9");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("KILN_CPU_ISA=avx9: "), std::string::npos) << bad.output;
+}
+
 TEST(Cli, InfoSaysWhichPathBf16MatmulsTake) {
   CliRun avx2 = kiln("info", "ONEDNN_MAX_CPU_ISA=AVX2");
   EXPECT_EQ(avx2.status, 0) << avx2.output;

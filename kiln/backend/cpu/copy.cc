@@ -2,6 +2,7 @@
 // and the creation ops full and arange.
 #include <cmath>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
@@ -74,7 +75,7 @@ void arange_kernel(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "copy", {copy_kernel, true}},
     {DeviceKind::cpu, "cast", {cast_kernel, true}},
     {DeviceKind::cpu, "reshape", {view_kernel, true}},

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kiln/backend/cpu/cpu_features.h"
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/base/error.h"
@@ -32,7 +33,8 @@ class CpuBackend final : public Backend {
   DeviceKind kind() const override { return DeviceKind::cpu; }
   int device_count() const override { return 1; }
   std::string describe(int) const override {
-    return cat("cpu: ", cpu_model(), ", ", num_threads(), " kernel threads");
+    return cat("cpu: ", cpu_model(), ", ", num_threads(), " kernel threads, kernels for ",
+               kernel_isa());
   }
   std::string model(int) const override { return cpu_model(); }
   // The bf16 path is part of it: a bf16 peak measured on one path says nothing of the other.

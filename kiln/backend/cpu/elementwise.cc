@@ -1,6 +1,7 @@
 // Elementwise kernels: the functors of codegen/elementwise_ops.h over the
 // strided map engine.
 // 16-bit floats compute in f32; integer ops compute in their own type.
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/error.h"
 #include "kiln/codegen/elementwise_ops.h"
@@ -108,7 +109,7 @@ constexpr DeviceKind kCpu = DeviceKind::cpu;
 #define KILN_FLOAT_BINARY(op, F) KILN_KERNEL(float_binary, op, F)
 #define KILN_COMPARE(op, F) KILN_KERNEL(compare, op, F)
 #define KILN_LOGICAL_BINARY(op, F) KILN_KERNEL(logical, op, F)
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     KILN_NUMERIC_UNARY_OPS(KILN_NUMERIC_UNARY)
     KILN_FLOAT_UNARY_OPS(KILN_FLOAT_UNARY)
     KILN_LOGICAL_UNARY_OPS(KILN_LOGICAL_UNARY)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/backend/cpu/gemm.h"
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
 #include "kiln/codegen/math.h"
 #include "kiln/base/error.h"
@@ -245,7 +246,7 @@ void backward(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "flash_attention", {by_compute_type<forward<double>, forward<float>>, false}},
     {DeviceKind::cpu, "flash_attention_backward",
      {by_compute_type<backward<double>, backward<float>>, false}},

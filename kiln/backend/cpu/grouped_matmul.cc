@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/backend/cpu/gemm.h"
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
 #include "kiln/base/error.h"
 
@@ -104,7 +105,7 @@ void weight_grad(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "grouped_matmul", {by_compute_type<grouped<double>, grouped<float>>, false}},
     {DeviceKind::cpu, "grouped_matmul_weight_grad",
      {by_compute_type<weight_grad<double>, weight_grad<float>>, false}},

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/error.h"
 
@@ -219,7 +220,7 @@ void one_hot_kernel(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "gather", {gather_kernel, false}},
     {DeviceKind::cpu, "scatter_add", {scatter_add_kernel, false}},
     {DeviceKind::cpu, "index_select", {index_select_kernel, false}},

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/backend/cpu/gemm.h"
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
 #include "kiln/codegen/math.h"
 #include "kiln/base/error.h"
@@ -157,7 +158,7 @@ void backward(const KernelArgs& a) {
                  [&](int64_t b, int64_t e) { store_row(dh_out, b, dh + b, e - b); });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "linear_cross_entropy", {by_compute_type<forward<double>, forward<float>>, false}},
     {DeviceKind::cpu, "linear_cross_entropy_backward",
      {by_compute_type<backward<double>, backward<float>>, false}},

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/matmul_path.h"
@@ -188,7 +189,7 @@ void matmul_kernel(const KernelArgs& args) {
   run_widened(a, ta, b, tb, out);
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "matmul", {matmul_kernel, false}},
 };
 

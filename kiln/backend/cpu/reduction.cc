@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/reduction_engine.h"
 #include "kiln/codegen/math.h"
@@ -195,7 +196,7 @@ void softmax_kernel(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "sum", {sum_kernel, true}},
     {DeviceKind::cpu, "mean", {mean_kernel, true}},
     {DeviceKind::cpu, "max", {extremum_kernel<true>, true}},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
 
 namespace kiln::cpu {
@@ -71,7 +72,7 @@ void rms_norm_backward_kernel(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "rms_norm", {rms_norm_kernel, false}},
     {DeviceKind::cpu, "rms_norm_backward", {rms_norm_backward_kernel, false}},
 };

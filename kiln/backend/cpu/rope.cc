@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
 
 namespace kiln::cpu {
@@ -83,7 +84,7 @@ void rope_backward_kernel(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "rope", {rope_kernel, false}},
     {DeviceKind::cpu, "rope_backward", {rope_backward_kernel, false}},
 };

@@ -1,6 +1,7 @@
 // Fused kernels for silu_mul and silu_mul_backward, on the vectorised map
 // engine: one pass per output, computing in f32 (f64 for f64) and rounding
 // once.
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
 #include "kiln/codegen/elementwise_ops.h"
 
@@ -33,7 +34,7 @@ void silu_mul_backward_kernel(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "silu_mul", {silu_mul_kernel, true}},
     {DeviceKind::cpu, "silu_mul_backward", {silu_mul_backward_kernel, true}},
 };

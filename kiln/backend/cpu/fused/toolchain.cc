@@ -160,9 +160,10 @@ Toolchain probe() {
   Toolchain t;
   const char* cxx = std::getenv("KILN_CXX");
   t.cxx = cxx && *cxx ? cxx : "c++";
-  t.flags = {"-std=c++20",    "-O3",           "-march=native",     "-fPIC",
-             "-shared",       "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno",
-             "-fvisibility=hidden", "-pipe"};
+  // The library's own value flags (CMakeLists.txt), for the same bits.
+  t.flags = {"-std=c++20",         "-O3",         "-march=native",      "-fPIC",
+             "-shared",            "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno",
+             "-fno-trapping-math", "-fvisibility=hidden", "-pipe"};
   TempDir dir;
   std::string log = dir.file("version.txt");
   int rc = run({t.cxx, "--version"}, dir, log);
