@@ -10,6 +10,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/nearest.h"
 #include "kiln/train/recipes.h"
+#include "kiln/train/toml_shape.h"
 
 namespace kiln::train {
 namespace {
@@ -396,6 +397,7 @@ std::vector<std::string> config_keys() {
 }
 
 void apply_toml(TrainConfig& config, std::string_view text, const std::string& origin) {
+  check_toml_shape(text, origin);
   toml::table root;
   try {
     root = toml::parse(text, origin);

@@ -2,23 +2,26 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "kiln/base/error.h"
 #include "kiln/base/nearest.h"
+#include "kiln/train/toml_shape.h"
 
 namespace fs = std::filesystem;
 
 namespace kiln::train {
 namespace {
 
+// Reads at most one byte past the limit: apply_toml refuses a larger text
+// by its size, without reading a huge file whole first.
 Recipe read_recipe(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f, "cannot read recipe ", path.string());
-  std::ostringstream text;
-  text << f.rdbuf();
-  return {text.str(), path.string()};
+  std::string text(kMaxTomlBytes + 1, '\0');
+  f.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(f.gcount()));
+  return {text, path.string()};
 }
 
 }  // namespace
@@ -47,6 +50,9 @@ std::vector<fs::path> recipe_dirs() {
 Recipe find_recipe(const std::string& path_or_name) {
   std::error_code ec;
   if (fs::is_regular_file(path_or_name, ec)) return read_recipe(path_or_name);
+  KILN_CHECK(!fs::exists(path_or_name, ec), "recipe '", path_or_name, "' is ",
+             fs::is_directory(path_or_name, ec) ? "a folder" : "not a regular file",
+             "; --config takes a recipe file (.toml) or a recipe's name");
   std::vector<std::string> names;
   if (path_or_name.find('/') == std::string::npos) {
     std::string file = path_or_name.ends_with(".toml") ? path_or_name : path_or_name + ".toml";

@@ -11,7 +11,9 @@
 #include "kiln/base/error.h"
 #include "kiln/train/config.h"
 #include "kiln/train/recipes.h"
+#include "kiln/train/toml_shape.h"
 #include "tests/support/support.h"
+#include "tests/support/temp_dir.h"
 
 namespace kiln::train {
 namespace {
@@ -83,6 +85,29 @@ TEST(TrainConfig, TomlUnknownKeyNamesNearestAndLine) {
   EXPECT_CONTAINS(e, "sections: job, model, training");
   e = error_of([&] { apply_toml(c, "steps = 5\n", "r.toml"); });
   EXPECT_CONTAINS(e, "did you mean 'training.steps'");
+}
+
+// toml++ recurses per nesting level: 50,000 levels overflowed the stack.
+TEST(TrainConfig, TomlNestingAndSizeAreBoundedBeforeParsing) {
+  TrainConfig c;
+  std::string header = "[a";
+  for (int i = 0; i < 50000; ++i) header += ".a";
+  std::string e = error_of([&] { apply_toml(c, "# deep\n" + header + ".b]\nx = 1\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "r.toml:2: nests more than 32 levels");
+  e = error_of([&] { apply_toml(c, "[training]\nsteps = " + std::string(50000, '[') + "\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "r.toml:2: nests more than 32 levels");
+  e = error_of([&] { apply_toml(c, "x = {a = " + std::string(40, '{') + "\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "r.toml:1: nests more than 32 levels");
+  e = error_of([&] { apply_toml(c, std::string(2 << 20, '#'), "r.toml"); });
+  EXPECT_CONTAINS(e, "r.toml: 2097152 bytes; a recipe may have at most 1048576");
+  // Brackets, dots and quotes inside strings and comments count for nothing.
+  apply_toml(c,
+             "# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ a.a.a.a\n[job]\ndump_folder = \"" +
+                 std::string(40, '[') + std::string(40, '.') + "\"\ndescription = '''\n" +
+                 std::string(40, '{') + "'''\n",
+             "r.toml");
+  EXPECT_EQ(c.job.dump_folder, std::string(40, '[') + std::string(40, '.'));
+  EXPECT_EQ(c.job.description, std::string(40, '{'));
 }
 
 TEST(TrainConfig, TomlBadTypeAndSyntax) {
@@ -265,6 +290,21 @@ TEST(Recipes, FoundByNameWithSuggestions) {
   EXPECT_CONTAINS(e, "qwen3_moe_debug");
   e = error_of([] { find_recipe("/no/such/recipe.toml"); });
   EXPECT_CONTAINS(e, "/no/such/recipe.toml");
+  e = error_of([] { find_recipe(KILN_SOURCE_DIR "/recipes"); });
+  EXPECT_CONTAINS(e, "/recipes' is a folder; --config takes a recipe file (.toml) or a recipe's name");
+  e = error_of([] { find_recipe("/dev/zero"); });
+  EXPECT_CONTAINS(e, "'/dev/zero' is not a regular file");
+}
+
+// A huge file is refused by its size, read no further than the limit.
+TEST(Recipes, AHugeRecipeIsRefusedBySize) {
+  test::TempDir dir;
+  const std::string path = dir / "huge.toml";
+  std::ofstream(path) << std::string(3 << 20, '#');
+  Recipe r = find_recipe(path);
+  EXPECT_EQ(r.text.size(), kMaxTomlBytes + 1);
+  TrainConfig c;
+  EXPECT_CONTAINS(error_of([&] { apply_toml(c, r.text, r.origin); }), "huge.toml: 1048577 bytes");
 }
 
 TEST(Recipes, DefaultIsEmbedded) {
