@@ -93,6 +93,10 @@ std::vector<std::string> list_source_files(const std::vector<std::string>& paths
     auto st = fs::status(p, ec);
     KILN_CHECK(fs::exists(st), "data path '", p, "' does not exist");
     if (!fs::is_directory(st)) {
+      // A device or pipe may never end (/dev/zero grew memory without bound).
+      KILN_CHECK(fs::is_regular_file(st), "data path '", p,
+                 "' is neither a file nor a folder (a device, pipe or socket); kiln reads "
+                 "training data from files");
       files.push_back(p);
       continue;
     }

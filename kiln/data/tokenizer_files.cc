@@ -23,6 +23,8 @@ namespace {
 std::string read_file(const std::string& path) {
   std::error_code ec;
   KILN_CHECK(!fs::is_directory(path, ec), path, ": is a directory, not a file");
+  KILN_CHECK(!fs::exists(path, ec) || fs::is_regular_file(path, ec), path,
+             ": is not a regular file (a device, pipe or socket)");
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f, path, ": cannot open: ", std::strerror(errno));
   std::ostringstream ss;

@@ -73,6 +73,10 @@ TEST(TextSource, ListFilesSortedRecursive) {
                                              dir.path() + "/d/a/b.txt", dir.path() + "/d/z.txt"}));
   EXPECT_NE(error_of([&] { list_source_files({dir / "missing"}); }).find("does not exist"),
             std::string::npos);
+  // A device never ends: refused, not read until memory runs out.
+  EXPECT_NE(error_of([&] { list_source_files({"/dev/zero"}); })
+                .find("data path '/dev/zero' is neither a file nor a folder"),
+            std::string::npos);
   std::filesystem::create_directories(dir.path() + "/empty");
   EXPECT_NE(error_of([&] { list_source_files({dir.path() + "/empty"}); }).find("holds no files"),
             std::string::npos);

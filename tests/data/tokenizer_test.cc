@@ -245,6 +245,8 @@ TEST(TokenizerFiles, MalformedFilesGiveClearErrors) {
   expect_has(error_of([&] { Tokenizer::load(gpt2_dir.string()); }), {"merges.txt", "'ab' is not in the vocab"});
   expect_has(error_of([] { Tokenizer::load("/nonexistent/tokenizer.json"); }),
              {"/nonexistent/tokenizer.json", "no such file"});
+  expect_has(error_of([] { Tokenizer::from_json_file("/dev/zero"); }),
+             {"/dev/zero: is not a regular file"});
   fs::remove_all(temp_dir());
 }
 
