@@ -50,21 +50,28 @@ std::string duration_text(double seconds) {
 }
 
 // Rewrites `path` keeping only the lines whose "step" is at most `last`.
+// Keeps the complete records of steps up to `last`. A line without its
+// newline (cut off by a full disk or a kill) or that is not a record goes
+// too: appending after it would join two lines into invalid JSON.
 void drop_lines_after(const std::string& path, int64_t last) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return;
-  std::string kept, line;
-  bool dropped = false;
-  while (std::getline(in, line)) {
+  std::ostringstream all;
+  all << in.rdbuf();
+  const std::string text = all.str();
+  std::string kept;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = text.find('\n', begin);
+    if (end == std::string::npos) break;
+    std::string_view line(text.data() + begin, end - begin);
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-        j["step"].get<int64_t>() > last) {
-      dropped = true;
-      continue;
-    }
-    kept += line + "\n";
+        j["step"].get<int64_t>() <= last)
+      kept.append(line).push_back('\n');
+    begin = end + 1;
   }
-  if (dropped) write_file_atomic(path, kept);
+  if (kept.size() != text.size()) write_file_atomic(path, kept);
 }
 
 }  // namespace

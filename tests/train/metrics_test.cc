@@ -110,6 +110,17 @@ TEST(Metrics, LoggerWritesJsonlAndLogsTheRightSteps) {
   EXPECT_EQ(lines[0]["step"], 1);
   EXPECT_EQ(lines[1]["step"], 10);
   EXPECT_EQ(lines[2]["step"], 11);
+
+  // A last line cut off (a full disk) is dropped, not appended to, even
+  // when no step comes after the resumed one.
+  std::ofstream(dir / "metrics.jsonl", std::ios::app) << "{\"step\": 12, \"lo";
+  {
+    MetricsLogger log(o, 11, out);
+    log.log(sample(12));
+  }
+  lines = read_jsonl(dir / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3]["step"], 12);
   fs::remove_all(dir);
 }
 
