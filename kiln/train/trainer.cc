@@ -101,22 +101,42 @@ struct RunTokenizer {
   std::string path;  // the tokenizer.json (or folder) it was loaded from
 };
 
-// model.tokenizer_path; else the dump folder's tokenizer.json from an
-// earlier run; else a byte-level BPE learned from the training text.
+// Whether the run resumes from a checkpoint of its dump folder (Run::resume's rule).
+bool resumes_from_checkpoint(const TrainConfig& c) {
+  if (c.checkpoint.load_step >= 0) return true;
+  if (!c.checkpoint.enable) return false;
+  return CheckpointManager((fs::path(c.job.dump_folder) / c.checkpoint.folder).string())
+      .latest_step()
+      .has_value();
+}
+
+// model.tokenizer_path; else, for a run resuming from a checkpoint, the
+// dump folder's tokenizer.json it was trained with; else a byte-level BPE
+// learned from the training text (replacing one a run without checkpoints
+// left). Ranks other than the lead load the lead's.
 RunTokenizer load_or_learn_tokenizer(const TrainConfig& c, const ModelConfig& mc,
-                                     const DataSource& src, std::ostream& out) {
-  if (!c.model.tokenizer_path.empty()) {
-    std::string path = fs::absolute(c.model.tokenizer_path).lexically_normal().string();
-    return {std::make_unique<Tokenizer>(Tokenizer::load(path)), path};
-  }
+                                     const DataSource& src, bool lead, std::ostream& out) {
+  auto loaded = [&](const std::string& path, const char* from) {
+    RunTokenizer t{std::make_unique<Tokenizer>(Tokenizer::load(path)), path};
+    out << "tokenizer: " << path << ", " << t.tokenizer->vocab_size() << " tokens (" << from << ")"
+        << std::endl;
+    return t;
+  };
+  if (!c.model.tokenizer_path.empty())
+    return loaded(fs::absolute(c.model.tokenizer_path).lexically_normal().string(),
+                  "model.tokenizer_path");
   std::string path = fs::absolute(dump_tokenizer_path(c)).lexically_normal().string();
+  if (!lead) return loaded(path, "the lead rank's");
   std::error_code ec;
-  if (fs::is_regular_file(path, ec))
-    return {std::make_unique<Tokenizer>(Tokenizer::load(path)), path};
+  const bool left = fs::is_regular_file(path, ec);
+  if (left && resumes_from_checkpoint(c)) return loaded(path, "the one the checkpoints were trained with");
   KILN_CHECK(src.source.format != data::SourceFormat::shards,
              "data.format = shards needs the tokenizer the shards were made with: set "
              "--model.tokenizer_path");
   std::vector<std::string> files = data::list_source_files(src.paths);  // missing paths fail here
+  if (left)
+    out << "note: " << path << " is from a run that left no checkpoint; learning a new one in its "
+        << "place" << std::endl;
   out << "learning a " << mc.vocab_size << "-token BPE tokenizer from " << src.description << " ..."
       << std::endl;
   auto t0 = Clock::now();
@@ -129,8 +149,9 @@ RunTokenizer load_or_learn_tokenizer(const TrainConfig& c, const ModelConfig& mc
   BpeTrainer::Result r = trainer.train();
   fs::create_directories(fs::path(path).parent_path());
   write_file_atomic(path, r.json);
-  out << "  " << r.vocab_size << " tokens (" << r.merges << " merges) in " << std::fixed
-      << std::setprecision(1) << seconds_since(t0) << " s -> " << path << std::endl;
+  out << "tokenizer: " << path << ", " << r.vocab_size << " tokens (" << r.merges
+      << " merges, learned in " << std::fixed << std::setprecision(1) << seconds_since(t0)
+      << " s)" << std::endl;
   out.unsetf(std::ios::floatfield);
   return {std::make_unique<Tokenizer>(Tokenizer::from_json_text(r.json, path)), path};
 }
@@ -209,9 +230,9 @@ void Run::setup_data() {
   src_ = data_source(c_);
   // Rank 0 learns the tokenizer (when there is none yet) and writes it; the
   // other ranks then load that file.
-  if (mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, s_.mc, src_, out_);
+  if (mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, s_.mc, src_, true, out_);
   mesh_.world().barrier().wait();
-  if (!mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, s_.mc, src_, out_);
+  if (!mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, s_.mc, src_, false, out_);
   const Tokenizer& tok = *tok_.tokenizer;
   KILN_CHECK(tok.vocab_size() <= s_.mc.vocab_size, "the tokenizer ", tok_.path, " has ",
              tok.vocab_size(), " ids but model.vocab_size is ", s_.mc.vocab_size,

@@ -158,6 +158,28 @@ TEST_F(TrainE2E, TrainsCheckpointsAndGenerates) {
   EXPECT_EQ(without_banner(from_hf.output), without_banner(from_ckpt.output));
 }
 
+// A run that failed before its first checkpoint leaves a tokenizer.json;
+// the next run in the folder learns a new one (its data may differ) and
+// says so; a run resuming from checkpoints keeps theirs.
+TEST_F(TrainE2E, AFailedRunsTokenizerIsNotReused) {
+  fs::path dump = root_ / "failed";
+  CliRun failed = run_cli(train_args(dump, 2) + " --training.seq_len 1000000");
+  ASSERT_NE(failed.status, 0) << failed.output;
+  ASSERT_TRUE(fs::exists(dump / "tokenizer.json")) << failed.output;
+  CliRun next = run_cli(train_args(dump, 2));
+  ASSERT_EQ(next.status, 0) << next.output;
+  EXPECT_NE(next.output.find("tokenizer.json is from a run that left no checkpoint; learning a new "
+                             "one in its place"),
+            std::string::npos)
+      << next.output;
+  CliRun resumed = run_cli(train_args(dump, 3));
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("tokens (the one the checkpoints were trained with)"),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_EQ(resumed.output.find("learning a"), std::string::npos) << resumed.output;
+}
+
 TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {
   const int steps = 16;
   fs::path whole = root_ / "whole", cut = root_ / "cut";
