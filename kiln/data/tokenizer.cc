@@ -26,27 +26,46 @@ Tokenizer::Tokenizer(TokenizerSpec spec)
     : normalizers_(std::move(spec.normalizers)),
       pre_tokenizer_(std::move(spec.pre_tokenizer)),
       model_(spec.vocab, spec.merges, spec.bpe) {
+  // Ids index tables, so they must number the entries (holes allowed up to
+  // kMaxIdGap): one far-off id would otherwise allocate gigabytes.
+  constexpr int64_t kMaxIdGap = 65536;
+  const int64_t entries = int64_t(spec.vocab.size() + spec.added_tokens.size());
   int32_t size = 0;
-  for (const auto& [_, id] : spec.vocab) size = std::max(size, id + 1);
+  auto check_id = [&](int32_t id, const std::string& token) {
+    KILN_CHECK(id >= 0 && id < entries + kMaxIdGap, "token '", token, "' has id ", id,
+               ", but the tokenizer has ", entries, " entries: ids must number them from 0 (with "
+               "gaps of at most ", kMaxIdGap, ")");
+    size = std::max(size, id + 1);
+  };
+  for (const auto& [spelling, id] : spec.vocab) check_id(id, spelling);
   for (const AddedToken& t : spec.added_tokens) {
-    KILN_CHECK(t.id >= 0, "added token '", t.content, "' has negative id ", t.id);
     KILN_CHECK(!t.content.empty(), "added token ", t.id, " has empty content");
-    size = std::max(size, t.id + 1);
+    check_id(t.id, t.content);
   }
   tokens_.resize(size);
   bytes_.resize(size);
   kind_.assign(size, kUnused);
+  // Two spellings of one id would make encode and decode disagree.
   for (const auto& [spelling, id] : spec.vocab) {
+    KILN_CHECK(kind_[id] == kUnused, "model.vocab gives id ", id, " to both '", tokens_[id],
+               "' and '", spelling, "'");
     tokens_[id] = spelling;
     bytes_[id] = decoded_bytes(spelling);
     kind_[id] = kModel;
   }
   std::vector<AddedToken> raw, normalized;
   for (AddedToken& t : spec.added_tokens) {
+    // An added token may repeat its vocabulary entry (GPT-2's <|endoftext|>), not replace another.
+    KILN_CHECK(kind_[t.id] == kUnused || tokens_[t.id] == t.content, "added token '", t.content,
+               "' has id ", t.id, ", which ",
+               kind_[t.id] == kModel ? "the vocabulary" : "another added token", " gives to '",
+               tokens_[t.id], "'");
+    auto [it, fresh] = added_by_content_.emplace(t.content, t.id);
+    KILN_CHECK(fresh || it->second == t.id, "added token '", t.content, "' appears twice, with ids ",
+               it->second, " and ", t.id);
     tokens_[t.id] = t.content;
     bytes_[t.id] = decoded_bytes(t.content);
     kind_[t.id] = t.special ? kSpecial : kAdded;
-    added_by_content_[t.content] = t.id;
     if (t.normalized) {
       // HF matches normalized tokens by their normalized content.
       for (NormalForm f : normalizers_) t.content = normalize(t.content, f);

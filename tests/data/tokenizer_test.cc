@@ -245,6 +245,23 @@ TEST(TokenizerFiles, MalformedFilesGiveClearErrors) {
   expect_has(error_of([&] { Tokenizer::load(gpt2_dir.string()); }), {"merges.txt", "'ab' is not in the vocab"});
   expect_has(error_of([] { Tokenizer::load("/nonexistent/tokenizer.json"); }),
              {"/nonexistent/tokenizer.json", "no such file"});
+  // Two spellings of one id: encode and decode would disagree.
+  expect_has(load_error("dupid.json", edit(R"("ca":8)", R"("ca":4)")),
+             {"dupid.json", "model.vocab gives id 4 to both 'bc' and 'ca'"});
+  std::string added = R"([{"id":4,"content":"<|x|>","special":true}])";
+  expect_has(error_of([&] { Tokenizer::from_json_text(tiny_json(false, added), "added.json"); }),
+             {"added.json", "added token '<|x|>' has id 4, which the vocabulary gives to 'bc'"});
+  added = R"([{"id":10,"content":"<|x|>"},{"id":10,"content":"<|y|>"}])";
+  expect_has(error_of([&] { Tokenizer::from_json_text(tiny_json(false, added), "added2.json"); }),
+             {"added token '<|y|>' has id 10, which another added token gives to '<|x|>'"});
+  added = R"([{"id":10,"content":"<|x|>"},{"id":11,"content":"<|x|>"}])";
+  expect_has(error_of([&] { Tokenizer::from_json_text(tiny_json(false, added), "added3.json"); }),
+             {"added token '<|x|>' appears twice, with ids 10 and 11"});
+  // Repeating a vocabulary entry with its own id is how GPT-2 lists <|endoftext|>.
+  EXPECT_NO_THROW(Tokenizer::from_json_text(tiny_json(false, R"([{"id":4,"content":"bc"}])"), "ok"));
+  // A far-off id would allocate gigabytes of tables.
+  expect_has(load_error("farid.json", edit(R"("ca":8)", R"("ca":999999999)")),
+             {"farid.json", "token 'ca' has id 999999999, but the tokenizer has 10 entries"});
   expect_has(error_of([] { Tokenizer::from_json_file("/dev/zero"); }),
              {"/dev/zero: is not a regular file"});
   fs::remove_all(temp_dir());
