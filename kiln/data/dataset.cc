@@ -6,6 +6,7 @@
 #include "kiln/data/shards.h"
 #include "kiln/data/tokenize_files.h"
 #include "kiln/data/tokenizer.h"
+#include "kiln/data/tokenizer_fingerprint.h"
 
 namespace kiln::data {
 
@@ -29,6 +30,28 @@ Dataset split_dataset(const TokenCorpus& all, double val_fraction) {
   return {all.subset(train_docs), all.subset(val_docs)};
 }
 
+namespace {
+
+// Shards train only with the tokenizer that made them: its ids mean
+// nothing to another, even one of the same size.
+void check_shards_tokenizer(const PreparedShards& prepared, const std::string& path,
+                            const Tokenizer& tokenizer) {
+  const std::string made_by =
+      prepared.tokenizer_name.empty() ? "" : cat(" (", prepared.tokenizer_name, ")");
+  KILN_CHECK(prepared.vocab_size == tokenizer.vocab_size(), "shards '", path,
+             "' were prepared with a tokenizer of ", prepared.vocab_size, " tokens", made_by,
+             " but this run's has ", tokenizer.vocab_size(),
+             ": use the tokenizer the shards were prepared with");
+  KILN_CHECK(!prepared.tokenizer_fingerprint ||
+                 *prepared.tokenizer_fingerprint == tokenizer.fingerprint(),
+             "shards '", path, "' were prepared with another tokenizer", made_by,
+             " of the same size (fingerprint ", fingerprint_text(prepared.tokenizer_fingerprint.value_or(0)),
+             "; this run's is ", fingerprint_text(tokenizer.fingerprint()),
+             "): use the tokenizer the shards were prepared with");
+}
+
+}  // namespace
+
 Dataset load_dataset(const DatasetSpec& spec, const Tokenizer* tokenizer) {
   KILN_CHECK(!spec.paths.empty(), "no training data given: pass --data.path");
   KILN_CHECK(spec.val_fraction >= 0 && spec.val_fraction < 1, "data.val_fraction ",
@@ -44,10 +67,7 @@ Dataset load_dataset(const DatasetSpec& spec, const Tokenizer* tokenizer) {
       continue;
     }
     PreparedShards prepared = read_prepared(path);
-    KILN_CHECK(!tokenizer || prepared.vocab_size <= tokenizer->vocab_size(), "shards '", path,
-               "' were prepared with a vocabulary of ", prepared.vocab_size,
-               " tokens but the tokenizer has ", tokenizer->vocab_size(),
-               ": use the tokenizer the shards were prepared with");
+    if (tokenizer) check_shards_tokenizer(prepared, path, *tokenizer);
     if (prepared.has_val) {
       out.train.append(prepared.train);
       out.val.append(prepared.val);

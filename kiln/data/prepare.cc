@@ -9,6 +9,7 @@
 #include "kiln/data/shards.h"
 #include "kiln/data/tokenize_files.h"
 #include "kiln/data/tokenizer.h"
+#include "kiln/data/tokenizer_fingerprint.h"
 #include "kiln/io/atomic_file.h"
 
 namespace kiln::data {
@@ -98,6 +99,7 @@ PrepareResult prepare_shards(const Tokenizer& tokenizer, const std::vector<std::
       {"version", kShardVersion},
       {"vocab_size", vocab},
       {"tokenizer", options.tokenizer_name},
+      {"tokenizer_fingerprint", fingerprint_text(tokenizer.fingerprint())},
       {"val_fraction", options.val_fraction},
       {"train", train.files},
       {"val", val.files},

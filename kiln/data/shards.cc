@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "kiln/base/error.h"
+#include "kiln/data/tokenizer_fingerprint.h"
 #include "kiln/io/atomic_file.h"
 #include "kiln/io/json_brief.h"
 
@@ -193,6 +194,12 @@ PreparedShards read_prepared(const std::string& path) {
   KILN_CHECK(vocab != meta.end() && vocab->is_number_integer() && *vocab > 0, "'", meta_path,
              "': \"vocab_size\" must be a positive integer");
   out.vocab_size = vocab->get<int32_t>();
+  out.tokenizer_name = meta.value("tokenizer", "");
+  if (auto f = meta.find("tokenizer_fingerprint"); f != meta.end()) {
+    out.tokenizer_fingerprint = f->is_string() ? parse_fingerprint(f->get<std::string>()) : std::nullopt;
+    KILN_CHECK(out.tokenizer_fingerprint, "'", meta_path,
+               "': \"tokenizer_fingerprint\" must be 16 hex digits, got ", f->dump());
+  }
   auto train = string_list(meta, "train", meta_path);
   auto val = string_list(meta, "val", meta_path);
   KILN_CHECK(!train.empty(), "'", meta_path, "' lists no training shards");

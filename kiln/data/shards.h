@@ -13,12 +13,14 @@
 // val-NNNNN.bin with a validation fraction) plus meta.json listing them:
 //   {"format": "kiln-shards", "version": 1, "vocab_size": V,
 //    "train": [files], "val": [files], "documents": {"train": n, "val": n},
-//    "tokens": {"train": n, "val": n}, "tokenizer": "...", "val_fraction": f}
+//    "tokens": {"train": n, "val": n}, "tokenizer": "...",
+//    "tokenizer_fingerprint": "<16 hex digits>", "val_fraction": f}
 // Files are written atomically. Readers memory-map them and validate the header, sizes,
 // offsets, checksum and token range, so a truncated or corrupt shard is a
 // kiln::Error naming the file.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,11 @@ bool is_shard_path(const std::string& path);
 struct PreparedShards {
   TokenCorpus train, val;
   int32_t vocab_size = 0;
+  // Of the tokenizer that made them (data/tokenizer_fingerprint.h), with
+  // the name meta.json gives it; none for a single shard file or a folder
+  // an older kiln prepared.
+  std::optional<uint64_t> tokenizer_fingerprint;
+  std::string tokenizer_name;
   bool has_val = false;  // the folder was prepared with a validation fraction
 };
 // A prepared folder (meta.json + its shards) or a single shard file (train only).

@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/data/byte_level.h"
+#include "kiln/data/tokenizer_fingerprint.h"
 #include "kiln/data/utf8.h"
 
 namespace kiln {
@@ -23,7 +24,8 @@ std::string decoded_bytes(const std::string& token) {
 }  // namespace
 
 Tokenizer::Tokenizer(TokenizerSpec spec)
-    : normalizers_(std::move(spec.normalizers)),
+    : fingerprint_(data::fingerprint_of(spec)),
+      normalizers_(std::move(spec.normalizers)),
       pre_tokenizer_(std::move(spec.pre_tokenizer)),
       model_(spec.vocab, spec.merges, spec.bpe) {
   // Ids index tables, so they must number the entries (holes allowed up to

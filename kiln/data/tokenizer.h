@@ -65,11 +65,14 @@ class Tokenizer {
   // The token's spelling (byte-level for BPE tokens, content for added ones).
   const std::string& id_to_token(int32_t id) const;
   bool is_special(int32_t id) const;
+  // data/tokenizer_fingerprint.h: equal for tokenizers that encode alike.
+  uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
   void encode_normalized(std::string_view text, std::vector<int32_t>& out) const;
 
+  uint64_t fingerprint_;  // first: computed while the spec is whole
   std::vector<data::NormalForm> normalizers_;
   std::vector<PreTokenizeStep> pre_tokenizer_;
   data::BpeModel model_;

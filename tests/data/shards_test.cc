@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "kiln/base/error.h"
 #include "kiln/data/bpe_trainer.h"
@@ -12,6 +13,7 @@
 #include "kiln/data/prepare.h"
 #include "kiln/data/shards.h"
 #include "kiln/data/tokenizer.h"
+#include "kiln/data/tokenizer_fingerprint.h"
 #include "tests/support/temp_dir.h"
 
 namespace kiln::data {
@@ -134,6 +136,55 @@ TEST(Shards, PrepareMatchesDirectEncoding) {
   Dataset d = load_dataset(spec, &tok);
   EXPECT_EQ(documents(d.train), documents(p.train));
   EXPECT_EQ(documents(d.val), documents(p.val));
+}
+
+// Shards made by one tokenizer refuse another: of another size, or of the
+// same size but encoding differently (the fingerprint in meta.json).
+TEST(Shards, TrainOnlyWithTheTokenizerThatMadeThem) {
+  test::TempDir dir;
+  dir.write("in.txt", "first second file document json one two\n");
+  BpeTrainerOptions bo;
+  bo.vocab_size = 300;
+  BpeTrainer trainer(bo);
+  trainer.add_text("first second file document json one two");
+  const std::string json = trainer.train().json;
+  Tokenizer tok = Tokenizer::from_json_text(json, "made");
+  PrepareOptions o;
+  o.tokenizer_name = "made.json";
+  prepare_shards(tok, {dir / "in.txt"}, dir / "shards", o);
+  PreparedShards p = read_prepared(dir / "shards");
+  ASSERT_TRUE(p.tokenizer_fingerprint.has_value());
+  EXPECT_EQ(*p.tokenizer_fingerprint, tok.fingerprint());
+  DatasetSpec spec;
+  spec.paths = {dir / "shards"};
+  // The same tokenizer, read again, is the same.
+  Tokenizer again = Tokenizer::from_json_text(json, "again");
+  EXPECT_EQ(again.fingerprint(), tok.fingerprint());
+  EXPECT_GT(load_dataset(spec, &again).train.num_tokens(), 0);
+  // Another size.
+  Tokenizer smaller = small_tokenizer("abc");
+  ASSERT_NE(smaller.vocab_size(), tok.vocab_size());
+  expect_error([&] { load_dataset(spec, &smaller); },
+               {"were prepared with a tokenizer of ", "(made.json) but this run's has "});
+  // The same size, two merges swapped: other ids for the same text.
+  nlohmann::json j = nlohmann::json::parse(json);
+  auto& merges = j["model"]["merges"];
+  ASSERT_GE(merges.size(), 2u);
+  std::swap(merges[0], merges[1]);
+  Tokenizer swapped = Tokenizer::from_json_text(j.dump(), "swapped");
+  ASSERT_EQ(swapped.vocab_size(), tok.vocab_size());
+  EXPECT_NE(swapped.fingerprint(), tok.fingerprint());
+  expect_error([&] { load_dataset(spec, &swapped); },
+               {"were prepared with another tokenizer (made.json) of the same size (fingerprint " +
+                fingerprint_text(tok.fingerprint()) + "; this run's is " +
+                fingerprint_text(swapped.fingerprint())});
+  // A fingerprint that is not one is an error naming the file.
+  std::ifstream in(dir / "shards/meta.json");
+  nlohmann::json meta = nlohmann::json::parse(in);
+  meta["tokenizer_fingerprint"] = "xyz";
+  std::ofstream(dir / "shards/meta.json") << meta.dump();
+  expect_error([&] { read_prepared(dir / "shards"); },
+               {"meta.json", "\"tokenizer_fingerprint\" must be 16 hex digits, got \"xyz\""});
 }
 
 TEST(Shards, PrepareErrors) {
