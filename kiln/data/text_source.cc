@@ -77,6 +77,7 @@ TextSplit parse_text_split(std::string_view name) {
   fail("unknown text split '", name, "': expected file, paragraph, line or delimiter");
 }
 const char* text_split_name(TextSplit split) { return kSplitNames[int(split)]; }
+std::vector<std::string> text_split_names() { return {std::begin(kSplitNames), std::end(kSplitNames)}; }
 
 SourceFormat parse_source_format(std::string_view name) {
   for (int i = 0; i < 4; ++i)
@@ -84,6 +85,9 @@ SourceFormat parse_source_format(std::string_view name) {
   fail("unknown data format '", name, "': expected auto, text, jsonl or shards");
 }
 const char* source_format_name(SourceFormat format) { return kFormatNames[int(format)]; }
+std::vector<std::string> source_format_names() {
+  return {std::begin(kFormatNames), std::end(kFormatNames)};
+}
 
 std::vector<std::string> list_source_files(const std::vector<std::string>& paths) {
   KILN_CHECK(!paths.empty(), "no data path given");
@@ -134,7 +138,8 @@ void split_documents(std::string_view contents, const std::string& origin, bool 
       auto it = j.find(options.text_key);
       KILN_CHECK(it != j.end() && it->is_string(), origin, ":", line_no,
                  ": no string field '", options.text_key,
-                 "' (set the JSONL text field, e.g. --data.text_field)");
+                 "' (name the text field: --data.text_key for kiln train, --text-field for kiln "
+                 "data prepare)");
       const auto& text = it->get_ref<const std::string&>();
       if (!text.empty()) fn(text);
     });

@@ -23,11 +23,13 @@ enum class TextSplit { file, paragraph, line, delimiter };
 // "file" | "paragraph" | "line" | "delimiter"; anything else is a kiln::Error listing them.
 TextSplit parse_text_split(std::string_view name);
 const char* text_split_name(TextSplit split);
+std::vector<std::string> text_split_names();  // what parse_text_split accepts
 
 enum class SourceFormat { automatic, text, jsonl, shards };
 // "auto" | "text" | "jsonl" | "shards".
 SourceFormat parse_source_format(std::string_view name);
 const char* source_format_name(SourceFormat format);
+std::vector<std::string> source_format_names();  // what parse_source_format accepts
 
 struct TextSourceOptions {
   // auto: "*.jsonl" files are JSONL, every other file plain text.

@@ -17,6 +17,7 @@ DecayType parse_decay_type(std::string_view name) {
   fail("unknown lr_scheduler.decay_type '", name, "': expected linear, sqrt or cosine");
 }
 const char* decay_type_name(DecayType type) { return kDecayNames[int(type)]; }
+std::vector<std::string> decay_type_names() { return {std::begin(kDecayNames), std::end(kDecayNames)}; }
 
 LRSchedule::LRSchedule(const ScheduleOptions& options, int64_t steps)
     : options_(options), steps_(steps) {

@@ -20,12 +20,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::optim {
 
 enum class DecayType { linear, sqrt, cosine };
 // "linear" | "sqrt" | "cosine"; else a kiln::Error listing them.
 DecayType parse_decay_type(std::string_view name);
+std::vector<std::string> decay_type_names();  // what parse_decay_type accepts
 const char* decay_type_name(DecayType type);
 
 struct ScheduleOptions {

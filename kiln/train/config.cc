@@ -9,6 +9,8 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/nearest.h"
+#include "kiln/data/text_source.h"
+#include "kiln/optim/schedule.h"
 #include "kiln/train/recipes.h"
 #include "kiln/train/toml_shape.h"
 
@@ -76,13 +78,13 @@ std::vector<Field> fields(TrainConfig& c) {
       {"lr_scheduler",
        "decay_type",
        &c.lr_scheduler.decay_type,
-       {"linear", "cosine", "sqrt", "constant"}},
+       optim::decay_type_names()},
       {"lr_scheduler", "min_lr_factor", &c.lr_scheduler.min_lr_factor},
 
       {"data", "path", &c.data.path},
-      {"data", "format", &c.data.format, {"auto", "text", "jsonl", "shards"}},
+      {"data", "format", &c.data.format, data::source_format_names()},
       {"data", "text_key", &c.data.text_key},
-      {"data", "text_split", &c.data.text_split, {"file", "paragraph", "line", "delimiter"}},
+      {"data", "text_split", &c.data.text_split, data::text_split_names()},
       {"data", "delimiter", &c.data.delimiter},
       {"data", "val_fraction", &c.data.val_fraction},
       {"data", "add_bos", &c.data.add_bos},

@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "kiln/base/error.h"
+#include "kiln/data/text_source.h"
+#include "kiln/optim/schedule.h"
 #include "kiln/train/config.h"
 #include "kiln/train/recipes.h"
 #include "kiln/train/toml_shape.h"
@@ -108,6 +110,26 @@ TEST(TrainConfig, TomlNestingAndSizeAreBoundedBeforeParsing) {
              "r.toml");
   EXPECT_EQ(c.job.dump_folder, std::string(40, '[') + std::string(40, '.'));
   EXPECT_EQ(c.job.description, std::string(40, '{'));
+}
+
+// The choices a key lists are the ones its parser takes: "constant" was
+// listed for lr_scheduler.decay_type and then refused when the run started.
+TEST(TrainConfig, ChoicesAreWhatTheParsersAccept) {
+  TrainConfig c;
+  for (const std::string& name : optim::decay_type_names()) {
+    apply_setting(c, "lr_scheduler.decay_type", name);
+    EXPECT_EQ(optim::decay_type_name(optim::parse_decay_type(c.lr_scheduler.decay_type)), name);
+  }
+  EXPECT_CONTAINS(error_of([&] { apply_setting(c, "lr_scheduler.decay_type", "constant"); }),
+                  "expected one of linear, sqrt, cosine");
+  for (const std::string& name : data::source_format_names()) {
+    apply_setting(c, "data.format", name);
+    EXPECT_EQ(data::source_format_name(data::parse_source_format(c.data.format)), name);
+  }
+  for (const std::string& name : data::text_split_names()) {
+    apply_setting(c, "data.text_split", name);
+    EXPECT_EQ(data::text_split_name(data::parse_text_split(c.data.text_split)), name);
+  }
 }
 
 TEST(TrainConfig, TomlBadTypeAndSyntax) {
