@@ -116,10 +116,13 @@ void decode(const std::string& path, bool skip_special) {
   std::vector<int32_t> ids;
   for (const auto& v : j) {
     KILN_CHECK(v.is_number_integer(), "stdin: token ids must be integers, got ", v.dump());
-    int64_t id = v.get<int64_t>();
-    KILN_CHECK(id >= 0 && id < tok.vocab_size(), "stdin: token id ", id, " is outside the vocabulary (0..",
+    // Non-negative JSON integers read as unsigned: a huge one must not wrap to -1.
+    const bool in_vocab = v.is_number_unsigned()
+                              ? v.get<uint64_t>() < uint64_t(tok.vocab_size())
+                              : v.get<int64_t>() >= 0 && v.get<int64_t>() < tok.vocab_size();
+    KILN_CHECK(in_vocab, "stdin: token id ", v.dump(), " is outside the vocabulary (0..",
                tok.vocab_size() - 1, ")");
-    ids.push_back(int32_t(id));
+    ids.push_back(v.get<int32_t>());
   }
   std::cout << tok.decode(ids, skip_special);
 }

@@ -33,6 +33,13 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+// An integer in [0, INT32_MAX]. JSON reads non-negative integers as
+// unsigned: 18446744073709551615 must not wrap to -1 on the way.
+bool is_token_id(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(INT32_MAX);
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX;
+}
+
 json parse_json(std::string_view text, const std::string& origin) {
   try {
     return json::parse(text);
@@ -126,8 +133,8 @@ struct Reader {
     KILN_CHECK(vocab.is_object(), where, ": model.vocab must be an object of token: id");
     spec.vocab.reserve(vocab.size());
     for (const auto& [token, id] : vocab.items()) {
-      KILN_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < INT32_MAX, where,
-                 ": model.vocab: id of '", token, "' must be a non-negative integer, got ", id.dump());
+      KILN_CHECK(is_token_id(id), where, ": model.vocab: id of '", token,
+                 "' must be an integer in [0, 2147483647], got ", id.dump());
       spec.vocab.emplace_back(token, id.get<int32_t>());
     }
     const json& merges = need(m, "merges", "model");
@@ -172,8 +179,8 @@ struct Reader {
       const json& id = need(t, "id", "added_tokens[]");
       KILN_CHECK(content.is_string() && !content.get<std::string>().empty(), where,
                  ": added token content must be a non-empty string, got ", content.dump());
-      KILN_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < INT32_MAX, where,
-                 ": added token ", content.dump(), ": id must be a non-negative integer");
+      KILN_CHECK(is_token_id(id), where, ": added token ", content.dump(),
+                 ": id must be an integer in [0, 2147483647], got ", id.dump());
       a.content = content.get<std::string>();
       a.id = id.get<int32_t>();
       a.special = flag(t, "special", false, "added_tokens[]");
@@ -228,8 +235,8 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& vocab_json, const std::s
   json vocab = parse_json(read_file(vocab_json), vocab_json);
   KILN_CHECK(vocab.is_object(), vocab_json, ": must be a JSON object of token: id");
   for (const auto& [token, id] : vocab.items()) {
-    KILN_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < INT32_MAX, vocab_json,
-               ": id of '", token, "' must be a non-negative integer, got ", id.dump());
+    KILN_CHECK(is_token_id(id), vocab_json, ": id of '", token,
+               "' must be an integer in [0, 2147483647], got ", id.dump());
     spec.vocab.emplace_back(token, id.get<int32_t>());
     if (token == "<|endoftext|>") spec.added_tokens.push_back({token, id.get<int32_t>(), true});
   }

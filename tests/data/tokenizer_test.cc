@@ -259,6 +259,8 @@ TEST(TokenizerFiles, MalformedFilesGiveClearErrors) {
              {"added token '<|x|>' appears twice, with ids 10 and 11"});
   // Repeating a vocabulary entry with its own id is how GPT-2 lists <|endoftext|>.
   EXPECT_NO_THROW(Tokenizer::from_json_text(tiny_json(false, R"([{"id":4,"content":"bc"}])"), "ok"));
+  expect_has(load_error("maxid.json", edit(R"("ca":8)", R"("ca":2147483648)")),
+             {"maxid.json", "id of 'ca' must be an integer in [0, 2147483647], got 2147483648"});
   // A far-off id would allocate gigabytes of tables.
   expect_has(load_error("farid.json", edit(R"("ca":8)", R"("ca":999999999)")),
              {"farid.json", "token 'ca' has id 999999999, but the tokenizer has 10 entries"});

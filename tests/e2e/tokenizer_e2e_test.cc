@@ -134,6 +134,11 @@ TEST_F(TokenizerCli, BadFilesAndInputAreOneLineErrors) {
   r = kiln("tokenizer decode --tokenizer " + tok.string(), "[1, 2, 99999]");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;
+  // The largest JSON integer is reported as given, not wrapped to -1.
+  r = kiln("tokenizer decode --tokenizer " + tok.string(), "[18446744073709551615]");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("token id 18446744073709551615 is outside the vocabulary"), std::string::npos)
+      << r.err;
 
   r = kiln("tokenizer train --input " + (dir_ / "nothing.txt").string() + " --vocab-size 300 --output " +
            (dir_ / "x.json").string());
