@@ -1,5 +1,8 @@
 #include "kiln/train/trainer.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -227,6 +230,16 @@ int Run::agree_on_signal(int sig) const {
 }
 
 void Run::setup_data() {
+  // The loader builds a microbatch as four int64 tensors (ids, targets,
+  // document ids, positions) from host vectors of the same size: refuse one
+  // that cannot fit before making it (it was a bare std::bad_alloc).
+  const double tokens = double(c_.training.local_batch_size) * double(c_.training.seq_len);
+  const double ram = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  KILN_CHECK(64 * tokens <= ram, "training.local_batch_size = ", c_.training.local_batch_size,
+             " x training.seq_len = ", c_.training.seq_len, " makes microbatches of ", int64_t(std::min(tokens, 9e18)),
+             " tokens, whose ids, targets, document ids and positions alone take ",
+             bytes_text(int64_t(std::min(64 * tokens, 9e18))), ", more than this machine's ",
+             bytes_text(int64_t(ram)), " of memory");
   src_ = data_source(c_);
   // Rank 0 learns the tokenizer (when there is none yet) and writes it; the
   // other ranks then load that file.

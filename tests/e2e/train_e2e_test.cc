@@ -283,6 +283,13 @@ TEST_F(TrainE2E, BadInputFailsWithOneLine) {
            {"train --config llama3_debug --parallelism.pipeline_parallel_degree 2" + data,
             "parallelism.pipeline_parallel_degree"},
            {"generate --checkpoint /no/such/run --prompt hi", "/no/such/run"},
+           {"train --config " + root_.string(), "is a folder; --config takes a recipe file"},
+           {"train --config llama3_debug --data.path /dev/zero --job.dump_folder " +
+                (root_ / "bad").string(),
+            "data path '/dev/zero' is neither a file nor a folder"},
+           {"train --config llama3_debug --training.local_batch_size 2000000000 --job.dump_folder " +
+                (root_ / "bad").string() + data,
+            "training.local_batch_size = 2000000000 x training.seq_len = "},
        }) {
     CliRun r = run_cli(c.args);
     EXPECT_NE(r.status, 0) << c.args << "\n" << r.output;
