@@ -33,6 +33,7 @@ void generate(const GenerateArgs& a) {
   KILN_CHECK(a.checkpoint.empty() != a.hf.empty(),
              "kiln generate needs exactly one of --checkpoint DIR and --hf DIR");
   KILN_CHECK(a.max_new_tokens >= 0, "--max-new-tokens must be >= 0, got ", a.max_new_tokens);
+  check_sampling(a.sampling);  // before the model loads, which takes a while
   train::SavedModel m = a.hf.empty() ? train::load_checkpoint_model(a.checkpoint, a.tokenizer)
                                      : train::load_hf_model_dir(a.hf, a.tokenizer);
   const Tokenizer& tok = *m.tokenizer;
@@ -41,9 +42,10 @@ void generate(const GenerateArgs& a) {
   KILN_CHECK(!ids.empty(), "the prompt is empty and the tokenizer has no <|begin_of_text|> token");
   std::optional<int32_t> eos = tok.token_to_id("<|end_of_text|>");
   if (!eos) eos = tok.token_to_id("<|endoftext|>");
-  std::cerr << "generating from " << m.description << std::endl;
-
   KVCacheDecoder decoder(*m.model);
+  KILN_CHECK(int64_t(ids.size()) <= decoder.max_length(), "the prompt is ", ids.size(),
+             " tokens, more than the model's sequence length of ", decoder.max_length());
+  std::cerr << "generating from " << m.description << std::endl;
   std::mt19937_64 rng(a.seed);
   std::cout << a.prompt << std::flush;
   std::vector<int32_t> generated;

@@ -68,12 +68,16 @@ std::vector<float> KVCacheDecoder::step(const std::vector<int32_t>& tokens) {
   return logits.to(DType::f32).to_vector<float>();
 }
 
-int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& o,
-                     std::mt19937_64& rng) {
-  KILN_CHECK(!logits.empty(), "sample_token: no logits");
+void check_sampling(const SamplingOptions& o) {
   KILN_CHECK(o.temperature >= 0, "temperature must be >= 0, got ", o.temperature);
   KILN_CHECK(o.top_k >= 0, "top-k must be >= 0, got ", o.top_k);
   KILN_CHECK(o.top_p > 0 && o.top_p <= 1, "top-p must be in (0, 1], got ", o.top_p);
+}
+
+int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& o,
+                     std::mt19937_64& rng) {
+  KILN_CHECK(!logits.empty(), "sample_token: no logits");
+  check_sampling(o);
   if (o.temperature == 0)
     return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   // Tokens by decreasing logit, then the softmax at the temperature over them.

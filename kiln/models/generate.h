@@ -37,6 +37,9 @@ struct SamplingOptions {
   double top_p = 1.0;        // keep the smallest set whose probability reaches p
 };
 
+// kiln::Error naming the option out of range.
+void check_sampling(const SamplingOptions& options);
+
 // The next token drawn from `logits` under `options` with `rng`.
 int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& options,
                      std::mt19937_64& rng);

@@ -214,17 +214,21 @@ std::string CheckpointManager::commit(const CheckpointData& data,
   return dir->path();
 }
 
-std::vector<int64_t> CheckpointManager::steps() const {
+std::vector<int64_t> CheckpointManager::step_dirs(bool with_manifest) const {
   std::vector<int64_t> out;
   std::error_code ec;
   if (!fs::is_directory(folder_, ec)) return out;
   for (const auto& e : fs::directory_iterator(folder_, ec)) {
     auto step = parse_step_dir(e.path().filename().string());
-    if (step && e.is_directory() && fs::exists(e.path() / kManifest, ec)) out.push_back(*step);
+    if (step && e.is_directory() && fs::exists(e.path() / kManifest, ec) == with_manifest)
+      out.push_back(*step);
   }
   std::sort(out.begin(), out.end());
   return out;
 }
+
+std::vector<int64_t> CheckpointManager::steps() const { return step_dirs(true); }
+std::vector<int64_t> CheckpointManager::steps_without_manifest() const { return step_dirs(false); }
 
 std::optional<int64_t> CheckpointManager::latest_step() const {
   auto all = steps();

@@ -97,11 +97,16 @@ class CheckpointManager {
   // Steps of the complete checkpoints (step-N directories with a manifest), ascending.
   std::vector<int64_t> steps() const;
   std::optional<int64_t> latest_step() const;
+  // Step-N directories without a manifest (damaged: a save publishes its
+  // directory only with one), ascending: resuming passes over them.
+  std::vector<int64_t> steps_without_manifest() const;
   // The given step, or the latest when none; kiln::Error when there is no
   // such checkpoint (listing those there are) or a file is missing/corrupt.
   LoadedCheckpoint load(std::optional<int64_t> step = std::nullopt) const;
 
  private:
+  std::vector<int64_t> step_dirs(bool with_manifest) const;
+
   std::string folder_;
   int keep_latest_;
   std::shared_ptr<AtomicDir> pending_;  // begun, not committed

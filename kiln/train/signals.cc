@@ -6,12 +6,13 @@ namespace kiln::train {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
-struct sigaction g_old_int, g_old_term;
+// SIGHUP too: a closed terminal or a scheduler's hangup must save, not kill.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_old[3];
 
 void on_signal(int sig) {
   g_signal = sig;
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  for (int s : kSignals) std::signal(s, SIG_DFL);
 }
 
 }  // namespace
@@ -21,13 +22,11 @@ StopSignals::StopSignals() {
   struct sigaction sa = {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &g_old_int);
-  sigaction(SIGTERM, &sa, &g_old_term);
+  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &g_old[i]);
 }
 
 StopSignals::~StopSignals() {
-  sigaction(SIGINT, &g_old_int, nullptr);
-  sigaction(SIGTERM, &g_old_term, nullptr);
+  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_old[i], nullptr);
 }
 
 int StopSignals::received() const { return g_signal; }

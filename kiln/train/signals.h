@@ -1,4 +1,4 @@
-// SIGINT / SIGTERM during training: the first one is recorded (the trainer
+// SIGINT / SIGTERM / SIGHUP during training: the first one is recorded (the trainer
 // finishes the step, saves and exits); the handlers are then the defaults
 // again, so a second signal ends the process at once (checkpoints are
 // atomic, so nothing half-written is ever loaded).
@@ -13,7 +13,7 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  // The signal received (SIGINT or SIGTERM), or 0.
+  // The signal received (SIGINT, SIGTERM or SIGHUP), or 0.
   int received() const;
 };
 

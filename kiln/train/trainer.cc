@@ -17,6 +17,7 @@
 #include "kiln/data/dataset.h"
 #include "kiln/data/default_corpus.h"
 #include "kiln/data/loader.h"
+#include "kiln/data/shards.h"
 #include "kiln/data/tokenizer.h"
 #include "kiln/dist/mesh.h"
 #include "kiln/dist/spmd_handshake.h"
@@ -133,9 +134,11 @@ RunTokenizer load_or_learn_tokenizer(const TrainConfig& c, const ModelConfig& mc
   std::error_code ec;
   const bool left = fs::is_regular_file(path, ec);
   if (left && resumes_from_checkpoint(c)) return loaded(path, "the one the checkpoints were trained with");
-  KILN_CHECK(src.source.format != data::SourceFormat::shards,
-             "data.format = shards needs the tokenizer the shards were made with: set "
-             "--model.tokenizer_path");
+  for (const std::string& p : src.paths)
+    KILN_CHECK(src.source.format != data::SourceFormat::shards &&
+                   !(src.source.format == data::SourceFormat::automatic && data::is_shard_path(p)),
+               "data path '", p, "' holds token shards, which need the tokenizer they were made "
+               "with: set --model.tokenizer_path");
   std::vector<std::string> files = data::list_source_files(src.paths);  // missing paths fail here
   if (left)
     out << "note: " << path << " is from a run that left no checkpoint; learning a new one in its "
@@ -306,10 +309,18 @@ bool Run::resume() {
   const bool explicit_step = c_.checkpoint.load_step >= 0;
   if (!c_.checkpoint.enable && !explicit_step) return false;
   std::optional<int64_t> step;
-  if (explicit_step)
+  if (explicit_step) {
     step = c_.checkpoint.load_step;
-  else if (!(step = checkpoints_->latest_step()))
-    return false;
+  } else {
+    step = checkpoints_->latest_step();
+    for (int64_t s : checkpoints_->steps_without_manifest())
+      if (!step || s > *step)
+        out_ << "note: " << (fs::path(checkpoints_->folder()) / CheckpointManager::step_dir_name(s)).string()
+             << " has no manifest.json (damaged), so it is passed over; "
+             << (step ? cat("resuming from step ", *step) : std::string("starting afresh"))
+             << std::endl;
+    if (!step) return false;
+  }
   LoadedCheckpoint ck = checkpoints_->load(step);
   // Checkpoints hold full tensors: any mesh resumes from any other.
   std::vector<Tensor> full;

@@ -31,6 +31,30 @@ TEST(DataCli, PrepareWritesShards) {
   auto j = nlohmann::json::parse(meta);
   EXPECT_EQ(j["documents"]["val"], 20);
   for (const auto& f : j["train"]) EXPECT_TRUE(fs::exists(dir / ("shards/" + f.get<std::string>())));
+
+  // Training on them: with their tokenizer, and without one (which needs it
+  // named, not a tokenizer learned from the shards' bytes).
+  const std::string train = "train --config llama3_debug --training.steps 2 --training.seq_len 16 "
+                            "--training.local_batch_size 2 --checkpoint.enable=false --data.path " +
+                            (dir / "shards") + " --job.dump_folder " + (dir / "run");
+  auto t = test::run_cli(train + " --model.tokenizer_path " + (dir / "tok.json"));
+  EXPECT_EQ(t.status, 0) << t.output;
+  t = test::run_cli(train);
+  EXPECT_NE(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("holds token shards, which need the tokenizer they were made with: set "
+                          "--model.tokenizer_path"),
+            std::string::npos)
+      << t.output;
+  // A tokenizer learned from other text is refused.
+  auto other = test::run_cli("tokenizer train --input " +
+                             dir.write("other.txt", "quite other words: zebra yak quokka\n") +
+                             " --vocab-size 300 --output " + (dir / "other.json"));
+  ASSERT_EQ(other.status, 0) << other.output;
+  t = test::run_cli(train + " --model.tokenizer_path " + (dir / "other.json"));
+  EXPECT_NE(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("were prepared with "), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("use the tokenizer the shards were prepared with"), std::string::npos)
+      << t.output;
 }
 
 TEST(DataCli, ErrorsAreOneLine) {

@@ -17,7 +17,9 @@
 #include <optional>
 #include <thread>
 
+#include "kiln/base/error.h"
 #include "kiln/models/model_fields.h"
+#include "kiln/train/checkpoint.h"
 #include "tests/support/cli.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
@@ -132,6 +134,19 @@ TEST_F(TrainE2E, TrainsCheckpointsAndGenerates) {
       "generate --checkpoint " + (dump / "checkpoint" / "step-20").string() +
       " --prompt 'a dog' --max-new-tokens 8 --temperature 0.8 --top-k 20 --top-p 0.9 --seed 3");
   ASSERT_EQ(g.status, 0) << g.output;
+  // Bad sampling flags fail before the model loads; a prompt longer than the
+  // model's sequence length (32 here) fails before it is echoed.
+  g = run_cli("generate --checkpoint " + dump.string() + " --prompt 'the cat' --top-p 2");
+  EXPECT_NE(g.status, 0);
+  EXPECT_NE(g.output.find("top-p must be in (0, 1], got 2"), std::string::npos) << g.output;
+  EXPECT_EQ(g.output.find("generating from"), std::string::npos) << g.output;
+  std::string long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt += "the cat ";
+  g = run_cli("generate --checkpoint " + dump.string() + " --prompt '" + long_prompt + "'");
+  EXPECT_NE(g.status, 0);
+  EXPECT_NE(g.output.find("more than the model's sequence length of 32"), std::string::npos)
+      << g.output;
+  EXPECT_EQ(g.output.find(long_prompt), std::string::npos) << g.output;
 
   // The same command again: already done.
   r = run_cli(args);
@@ -195,10 +210,25 @@ TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {
     EXPECT_EQ(status, 128 + SIGTERM) << log;
     EXPECT_NE(log.find("stopped by signal 15"), std::string::npos) << log;
   }
+  // SIGHUP saves the same way.
+  status = interrupt_run(train_args(cut, steps), cut, root_ / "hup.log", 5, SIGHUP);
+  log = read(root_ / "hup.log");
+  if (status != 0) {
+    EXPECT_EQ(status, 128 + SIGHUP) << log;
+    EXPECT_NE(log.find("stopped by signal 1"), std::string::npos) << log;
+  }
   // SIGKILL part-way through the rest: only complete checkpoints survive.
   interrupt_run(train_args(cut, steps), cut, root_ / "kill.log", 9, SIGKILL);
+  // A checkpoint whose manifest went missing is passed over, and the run says so.
+  std::vector<int64_t> saved = train::CheckpointManager((cut / "checkpoint").string()).steps();
+  ASSERT_GE(saved.size(), 2u);
+  fs::remove(cut / "checkpoint" / train::CheckpointManager::step_dir_name(saved.back()) / "manifest.json");
   r = run_cli(train_args(cut, steps));
   ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find(cat("step-", saved.back(), " has no manifest.json (damaged), so it is "
+                              "passed over; resuming from step ", saved[saved.size() - 2])),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_EQ(read_losses(cut), want);  // bit-identical, every step
   EXPECT_EQ(read(cut / "checkpoint" / "step-16" / "model.safetensors"),
