@@ -11,6 +11,7 @@
 #include "kiln/base/nearest.h"
 #include "kiln/data/text_source.h"
 #include "kiln/optim/schedule.h"
+#include "kiln/train/initial_model.h"
 #include "kiln/train/recipes.h"
 #include "kiln/train/toml_shape.h"
 
@@ -457,6 +458,17 @@ std::string component_choices() {
   return out;
 }
 
+namespace {
+
+// The rotary tables cover the training sequence length.
+ModelConfig with_sequence_length(ModelConfig m, const TrainConfig& c) {
+  m.seq_len = c.training.seq_len;
+  m.max_position_embeddings = std::max(m.max_position_embeddings, m.seq_len);
+  return m;
+}
+
+}  // namespace
+
 void finalize(TrainConfig& c) {
   // The registry entry (an unknown name was already refused by its choices).
   c.model.changes.fill_from(kiln::model_config(c.model.name));
@@ -519,8 +531,11 @@ void finalize(TrainConfig& c) {
   KILN_CONFIG_CHECK(c.comm.timeout_seconds > 0, "comm.timeout_seconds", "must be positive, got ",
                     c.comm.timeout_seconds);
   // The model's own consistency rules (heads, experts, ...) name its fields.
+  // (A checkpoint.initial_load_path folder is read when the model is built:
+  // `--print-config` may come before the folder exists.)
   try {
-    resolve_model_config(c).validate();
+    with_sequence_length(c.model.changes.applied_to(kiln::model_config(c.model.name)), c)
+        .validate();
   } catch (const Error& e) {
     fail("config: [model] ", e.what());
   }
@@ -553,10 +568,9 @@ std::string to_toml(const TrainConfig& config) {
 
 ModelConfig resolve_model_config(const TrainConfig& c) {
   ModelConfig m = c.model.changes.applied_to(kiln::model_config(c.model.name));
-  // The rotary tables cover the training sequence length.
-  m.seq_len = c.training.seq_len;
-  m.max_position_embeddings = std::max(m.max_position_embeddings, m.seq_len);
-  return m;
+  if (!c.checkpoint.initial_load_path.empty())
+    m = initial_folder_model(c.checkpoint.initial_load_path, m);
+  return with_sequence_length(m, c);
 }
 
 int64_t grad_accum_steps(const TrainConfig& c, int64_t dp_degree) {

@@ -220,7 +220,9 @@ void finalize(TrainConfig& config);
 std::string to_toml(const TrainConfig& config);
 
 // The ModelConfig to build: the registry entry with the model section's
-// changes and the training sequence length.
+// changes (or, with checkpoint.initial_load_path, its folder's config.json
+// checked against them: train/initial_model.h) and the training sequence
+// length.
 ModelConfig resolve_model_config(const TrainConfig& config);
 // Microbatches per optimizer step when the global batch is split over
 // `dp_degree` data-parallel ranks (training.global_batch_size = local batch

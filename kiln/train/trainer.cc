@@ -19,6 +19,7 @@
 #include "kiln/data/loader.h"
 #include "kiln/data/shards.h"
 #include "kiln/data/tokenizer.h"
+#include "kiln/data/tokenizer_fingerprint.h"
 #include "kiln/dist/mesh.h"
 #include "kiln/dist/spmd_handshake.h"
 #include "kiln/dist/world.h"
@@ -126,6 +127,33 @@ RunTokenizer load_or_learn_tokenizer(const TrainConfig& c, const ModelConfig& mc
         << std::endl;
     return t;
   };
+  const std::string& initial = c.checkpoint.initial_load_path;
+  if (!initial.empty()) {
+    // Pretrained weights mean something only with the tokenizer they were
+    // trained with: the folder's, or one given that encodes the same.
+    const std::string dir = fs::absolute(initial).lexically_normal().string();
+    std::error_code ec;
+    const bool has = fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec) ||
+                     (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
+                      fs::is_regular_file(fs::path(dir) / "merges.txt", ec));
+    if (c.model.tokenizer_path.empty()) {
+      KILN_CHECK(has, "checkpoint.initial_load_path '", dir, "' holds no tokenizer (tokenizer.json, "
+                 "or vocab.json and merges.txt); its weights need the one they were trained with: "
+                 "put it there or set --model.tokenizer_path");
+      return loaded(dir, "checkpoint.initial_load_path's");
+    }
+    if (has) {
+      RunTokenizer given = loaded(fs::absolute(c.model.tokenizer_path).lexically_normal().string(),
+                                  "model.tokenizer_path");
+      const Tokenizer folder = Tokenizer::load(dir);
+      KILN_CHECK(given.tokenizer->fingerprint() == folder.fingerprint(), "model.tokenizer_path '",
+                 given.path, "' encodes differently from the tokenizer in checkpoint."
+                 "initial_load_path '", dir, "' (fingerprints ",
+                 data::fingerprint_text(given.tokenizer->fingerprint()), " and ",
+                 data::fingerprint_text(folder.fingerprint()), "): the weights need the folder's");
+      return given;
+    }
+  }
   if (!c.model.tokenizer_path.empty())
     return loaded(fs::absolute(c.model.tokenizer_path).lexically_normal().string(),
                   "model.tokenizer_path");

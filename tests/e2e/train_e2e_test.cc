@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "kiln/base/error.h"
+#include "kiln/models/config.h"
+#include "kiln/models/hf_dir.h"
 #include "kiln/models/model_fields.h"
 #include "kiln/train/checkpoint.h"
 #include "tests/support/cli.h"
@@ -193,6 +195,52 @@ TEST_F(TrainE2E, AFailedRunsTokenizerIsNotReused) {
             std::string::npos)
       << resumed.output;
   EXPECT_EQ(resumed.output.find("learning a"), std::string::npos) << resumed.output;
+}
+
+// Fine-tuning from a Hugging Face folder trains the model its config.json
+// describes (here: its Llama 3.1 rope scaling, which no recipe key sets),
+// with its tokenizer; a recipe that contradicts the folder, or a folder
+// without a tokenizer, is refused.
+TEST_F(TrainE2E, FineTunesTheModelAHuggingFaceFolderDescribes) {
+  CliRun tok = run_cli("tokenizer train --input " + (root_ / "corpus.txt").string() +
+                       " --vocab-size 300 --output " + (root_ / "hf_tok.json").string());
+  ASSERT_EQ(tok.status, 0) << tok.output;
+  auto folder = [&](const std::string& name, int64_t original_max_positions) {
+    ModelConfig mc = kiln::model_config("llama3_debug");
+    mc.rope_scaling = Llama31Scaling{8, 1, 4, original_max_positions};
+    fs::path dir = root_ / name;
+    save_hf_model(*build_model(mc, DType::f32, 7), dir.string());
+    fs::copy_file(root_ / "hf_tok.json", dir / "tokenizer.json");
+    return dir;
+  };
+  const fs::path as_registry = folder("hf_a", 8192), rescaled = folder("hf_b", 16);
+  auto losses = [&](const fs::path& hf, const std::string& name) {
+    CliRun r = run_cli(train_args(root_ / name, 2) + " --checkpoint.enable=false" +
+                       " --checkpoint.initial_load_path " + hf.string());
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("model: " + (hf / "config.json").string()), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("tokens (checkpoint.initial_load_path's)"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("learning a"), std::string::npos) << r.output;
+    return read_losses(root_ / name);
+  };
+  // Same weights, other rope scaling: another model, other losses.
+  std::vector<double> a = losses(as_registry, "ft_a"), b = losses(rescaled, "ft_b");
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_NE(a[0], b[0]);
+
+  CliRun r = run_cli(train_args(root_ / "ft_c", 2) + " --model.dim 128" +
+                     " --checkpoint.initial_load_path " + as_registry.string());
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("config.json has dim = 64 but the recipe's model (llama3_debug) has 128"),
+            std::string::npos)
+      << r.output;
+  fs::remove(rescaled / "tokenizer.json");
+  r = run_cli(train_args(root_ / "ft_d", 2) + " --checkpoint.initial_load_path " + rescaled.string());
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("holds no tokenizer"), std::string::npos) << r.output;
 }
 
 TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {

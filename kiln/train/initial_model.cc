@@ -1,0 +1,38 @@
+#include "kiln/train/initial_model.h"
+
+#include <filesystem>
+#include <string_view>
+#include <variant>
+
+#include "kiln/base/error.h"
+#include "kiln/models/hf_config.h"
+#include "kiln/models/model_fields.h"
+
+namespace kiln::train {
+
+ModelConfig initial_folder_model(const std::string& dir, const ModelConfig& recipe) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  std::error_code ec;
+  KILN_CHECK(std::filesystem::is_regular_file(path, ec), "checkpoint.initial_load_path '", dir,
+             "' has no config.json: it must be a Hugging Face model folder");
+  ModelConfig m = read_hf_config(path).model;
+  for (const ModelField& f : model_fields()) {
+    std::visit(
+        [&](auto member) {
+          if (f.registry) {
+            m.*member = recipe.*member;
+            return;
+          }
+          // The init of weights that are loaded anyway.
+          if (std::string_view(f.key) == "init_std") return;
+          KILN_CHECK(m.*member == recipe.*member, "checkpoint.initial_load_path: ", path, " has ",
+                     f.key, " = ", m.*member, " but the recipe's model (", recipe.name, ") has ",
+                     recipe.*member, ": the folder holds another model; choose the recipe of its "
+                     "model, or set --model.", f.key, " = ", m.*member);
+        },
+        f.member);
+  }
+  return m;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,18 @@
+// The model a run fine-tunes from checkpoint.initial_load_path, a Hugging
+// Face folder: its config.json decides the architecture, including what a
+// recipe cannot express (Llama 3.1 rope scaling, Qwen3-MoE's
+// norm_topk_prob, dense layers in an MoE model, ...). Where the recipe sets
+// an architecture field to another value the folder's weights cannot be
+// those of the recipe's model, so that is refused naming both. The
+// component implementations (attention_impl, loss_impl, ...: how the model
+// runs, not what it computes) stay the recipe's.
+#pragma once
+#include <string>
+
+#include "kiln/models/config.h"
+
+namespace kiln::train {
+
+ModelConfig initial_folder_model(const std::string& dir, const ModelConfig& recipe);
+
+}  // namespace kiln::train
