@@ -71,6 +71,10 @@ EOF
       system_lib "$lib" || cp -nL "$lib" "$stage/lib/"
     done
   done
+  # Loaded, not linked (kiln/backend/cpu/isa.h): next to the CPU backend.
+  for copy in build/libkiln_backend_cpu_x86_64_v4.so; do
+    [ -f "$copy" ] && cp "$copy" "$stage/lib/"
+  done
   cp build/oracle/*.safetensors "$stage/build/oracle/"
   cp bench/*cuda*.py "$stage/bin/" 2>/dev/null || true
   tar -C "$stage" -czf "$archive" .
