@@ -533,7 +533,10 @@ def print_environment(args):
     info = subprocess.run([args.kiln, "info"], capture_output=True, text=True).stdout
     features = next((l.split(":", 1)[1].strip() for l in info.splitlines()
                      if l.startswith("cpu features")), "?")
-    print(f"cpu: {cpu_name()}, {os.cpu_count()} logical cores; {features}")
+    kernels = next((l.split("kernels for ", 1)[1].strip() for l in info.splitlines()
+                    if "kernels for " in l), "?")
+    print(f"cpu: {cpu_name()}, {os.cpu_count()} logical cores; {features}; "
+          f"kiln's CPU kernels for {kernels}")
     print(f"threads: {args.threads} (kiln --runtime.num_threads, torch.set_num_threads, "
           "JAX: the CPU affinity of its process)")
     print(f"kiln: {args.kiln}, KILN_FUSED_CODEGEN={args.codegen}; torch {torch.__version__}, "
