@@ -13,13 +13,9 @@
 #include <tuple>
 
 #include "kiln/base/error.h"
-#include "kiln/data/bpe_trainer.h"
 #include "kiln/data/dataset.h"
-#include "kiln/data/default_corpus.h"
 #include "kiln/data/loader.h"
-#include "kiln/data/shards.h"
 #include "kiln/data/tokenizer.h"
-#include "kiln/data/tokenizer_fingerprint.h"
 #include "kiln/dist/mesh.h"
 #include "kiln/dist/spmd_handshake.h"
 #include "kiln/dist/world.h"
@@ -38,6 +34,7 @@
 #include "kiln/train/metrics.h"
 #include "kiln/train/parallelize.h"
 #include "kiln/train/peak_measure.h"
+#include "kiln/train/run_inputs.h"
 #include "kiln/train/run_setup.h"
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
@@ -79,115 +76,6 @@ std::optional<int32_t> first_token(const Tokenizer& tok, std::initializer_list<c
   for (const char* n : names)
     if (auto id = tok.token_to_id(n)) return id;
   return std::nullopt;
-}
-
-// What the data section reads: the given path, or the default corpus.
-struct DataSource {
-  std::vector<std::string> paths;
-  data::TextSourceOptions source;
-  std::string description;
-};
-
-DataSource data_source(const TrainConfig& c) {
-  if (c.data.path.empty()) {
-    data::DefaultCorpus d = data::default_corpus();
-    return {d.paths, d.source, d.description};
-  }
-  DataSource s{{c.data.path}, {}, c.data.path};
-  s.source.format = data::parse_source_format(c.data.format);
-  s.source.text_key = c.data.text_key;
-  s.source.text_split = data::parse_text_split(c.data.text_split);
-  s.source.delimiter = c.data.delimiter;
-  return s;
-}
-
-struct RunTokenizer {
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::string path;  // the tokenizer.json (or folder) it was loaded from
-};
-
-// Whether the run resumes from a checkpoint of its dump folder (Run::resume's rule).
-bool resumes_from_checkpoint(const TrainConfig& c) {
-  if (c.checkpoint.load_step >= 0) return true;
-  if (!c.checkpoint.enable) return false;
-  return CheckpointManager((fs::path(c.job.dump_folder) / c.checkpoint.folder).string())
-      .latest_step()
-      .has_value();
-}
-
-// model.tokenizer_path; else, for a run resuming from a checkpoint, the
-// dump folder's tokenizer.json it was trained with; else a byte-level BPE
-// learned from the training text (replacing one a run without checkpoints
-// left). Ranks other than the lead load the lead's.
-RunTokenizer load_or_learn_tokenizer(const TrainConfig& c, const ModelConfig& mc,
-                                     const DataSource& src, bool lead, std::ostream& out) {
-  auto loaded = [&](const std::string& path, const char* from) {
-    RunTokenizer t{std::make_unique<Tokenizer>(Tokenizer::load(path)), path};
-    out << "tokenizer: " << path << ", " << t.tokenizer->vocab_size() << " tokens (" << from << ")"
-        << std::endl;
-    return t;
-  };
-  const std::string& initial = c.checkpoint.initial_load_path;
-  if (!initial.empty()) {
-    // Pretrained weights mean something only with the tokenizer they were
-    // trained with: the folder's, or one given that encodes the same.
-    const std::string dir = fs::absolute(initial).lexically_normal().string();
-    std::error_code ec;
-    const bool has = fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec) ||
-                     (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
-                      fs::is_regular_file(fs::path(dir) / "merges.txt", ec));
-    if (c.model.tokenizer_path.empty()) {
-      KILN_CHECK(has, "checkpoint.initial_load_path '", dir, "' holds no tokenizer (tokenizer.json, "
-                 "or vocab.json and merges.txt); its weights need the one they were trained with: "
-                 "put it there or set --model.tokenizer_path");
-      return loaded(dir, "checkpoint.initial_load_path's");
-    }
-    if (has) {
-      RunTokenizer given = loaded(fs::absolute(c.model.tokenizer_path).lexically_normal().string(),
-                                  "model.tokenizer_path");
-      const Tokenizer folder = Tokenizer::load(dir);
-      KILN_CHECK(given.tokenizer->fingerprint() == folder.fingerprint(), "model.tokenizer_path '",
-                 given.path, "' encodes differently from the tokenizer in checkpoint."
-                 "initial_load_path '", dir, "' (fingerprints ",
-                 data::fingerprint_text(given.tokenizer->fingerprint()), " and ",
-                 data::fingerprint_text(folder.fingerprint()), "): the weights need the folder's");
-      return given;
-    }
-  }
-  if (!c.model.tokenizer_path.empty())
-    return loaded(fs::absolute(c.model.tokenizer_path).lexically_normal().string(),
-                  "model.tokenizer_path");
-  std::string path = fs::absolute(dump_tokenizer_path(c)).lexically_normal().string();
-  if (!lead) return loaded(path, "the lead rank's");
-  std::error_code ec;
-  const bool left = fs::is_regular_file(path, ec);
-  if (left && resumes_from_checkpoint(c)) return loaded(path, "the one the checkpoints were trained with");
-  for (const std::string& p : src.paths)
-    KILN_CHECK(src.source.format != data::SourceFormat::shards &&
-                   !(src.source.format == data::SourceFormat::automatic && data::is_shard_path(p)),
-               "data path '", p, "' holds token shards, which need the tokenizer they were made "
-               "with: set --model.tokenizer_path");
-  std::vector<std::string> files = data::list_source_files(src.paths);  // missing paths fail here
-  if (left)
-    out << "note: " << path << " is from a run that left no checkpoint; learning a new one in its "
-        << "place" << std::endl;
-  out << "learning a " << mc.vocab_size << "-token BPE tokenizer from " << src.description << " ..."
-      << std::endl;
-  auto t0 = Clock::now();
-  BpeTrainerOptions options;
-  options.vocab_size = mc.vocab_size;
-  options.special_tokens = {"<|begin_of_text|>", "<|end_of_text|>"};
-  BpeTrainer trainer(options);
-  data::for_each_document(files, src.source,
-                          [&](std::string_view text) { trainer.add_text(text); });
-  BpeTrainer::Result r = trainer.train();
-  fs::create_directories(fs::path(path).parent_path());
-  write_file_atomic(path, r.json);
-  out << "tokenizer: " << path << ", " << r.vocab_size << " tokens (" << r.merges
-      << " merges, learned in " << std::fixed << std::setprecision(1) << seconds_since(t0)
-      << " s)" << std::endl;
-  out.unsetf(std::ios::floatfield);
-  return {std::make_unique<Tokenizer>(Tokenizer::from_json_text(r.json, path)), path};
 }
 
 // The run's device mesh, current while the run lasts (the collective
@@ -274,9 +162,9 @@ void Run::setup_data() {
   src_ = data_source(c_);
   // Rank 0 learns the tokenizer (when there is none yet) and writes it; the
   // other ranks then load that file.
-  if (mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, s_.mc, src_, true, out_);
+  if (mesh_.lead()) tok_ = run_tokenizer(c_, s_.mc, src_, true, out_);
   mesh_.world().barrier().wait();
-  if (!mesh_.lead()) tok_ = load_or_learn_tokenizer(c_, s_.mc, src_, false, out_);
+  if (!mesh_.lead()) tok_ = run_tokenizer(c_, s_.mc, src_, false, out_);
   const Tokenizer& tok = *tok_.tokenizer;
   KILN_CHECK(tok.vocab_size() <= s_.mc.vocab_size, "the tokenizer ", tok_.path, " has ",
              tok.vocab_size(), " ids but model.vocab_size is ", s_.mc.vocab_size,

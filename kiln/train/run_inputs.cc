@@ -1,0 +1,127 @@
+#include "kiln/train/run_inputs.h"
+
+#include <chrono>
+#include <filesystem>
+#include <iomanip>
+#include <optional>
+
+#include "kiln/base/error.h"
+#include "kiln/data/bpe_trainer.h"
+#include "kiln/data/default_corpus.h"
+#include "kiln/data/shards.h"
+#include "kiln/data/tokenizer_fingerprint.h"
+#include "kiln/io/atomic_file.h"
+#include "kiln/train/checkpoint.h"
+#include "kiln/train/trainer.h"
+
+namespace kiln::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string absolute(const std::string& path) {
+  return fs::absolute(path).lexically_normal().string();
+}
+
+RunTokenizer loaded(const std::string& path, const char* why, std::ostream& out) {
+  RunTokenizer t{std::make_unique<Tokenizer>(Tokenizer::load(path)), path};
+  out << "tokenizer: " << path << ", " << t.tokenizer->vocab_size() << " tokens (" << why << ")"
+      << std::endl;
+  return t;
+}
+
+// Pretrained weights mean something only with the tokenizer they were
+// trained with: the folder's, or a given one that encodes the same.
+RunTokenizer initial_folder_tokenizer(const TrainConfig& c, std::ostream& out) {
+  const std::string dir = absolute(c.checkpoint.initial_load_path);
+  std::error_code ec;
+  const bool has = fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec) ||
+                   (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
+                    fs::is_regular_file(fs::path(dir) / "merges.txt", ec));
+  if (c.model.tokenizer_path.empty()) {
+    KILN_CHECK(has, "checkpoint.initial_load_path '", dir, "' holds no tokenizer (tokenizer.json, "
+               "or vocab.json and merges.txt); its weights need the one they were trained with: "
+               "put it there or set --model.tokenizer_path");
+    return loaded(dir, "checkpoint.initial_load_path's", out);
+  }
+  RunTokenizer given = loaded(absolute(c.model.tokenizer_path), "model.tokenizer_path", out);
+  if (!has) return given;
+  const Tokenizer folder = Tokenizer::load(dir);
+  KILN_CHECK(given.tokenizer->fingerprint() == folder.fingerprint(), "model.tokenizer_path '",
+             given.path, "' encodes differently from the tokenizer in checkpoint.initial_load_path '",
+             dir, "' (fingerprints ", data::fingerprint_text(given.tokenizer->fingerprint()), " and ",
+             data::fingerprint_text(folder.fingerprint()), "): the weights need the folder's");
+  return given;
+}
+
+// Whether the run resumes from a checkpoint of its dump folder (Run::resume's rule).
+bool resumes_from_checkpoint(const TrainConfig& c) {
+  if (c.checkpoint.load_step >= 0) return true;
+  if (!c.checkpoint.enable) return false;
+  return CheckpointManager((fs::path(c.job.dump_folder) / c.checkpoint.folder).string())
+      .latest_step()
+      .has_value();
+}
+
+RunTokenizer learned_tokenizer(const ModelConfig& mc, const DataSource& src,
+                               const std::string& path, std::ostream& out) {
+  for (const std::string& p : src.paths)
+    KILN_CHECK(src.source.format != data::SourceFormat::shards &&
+                   !(src.source.format == data::SourceFormat::automatic && data::is_shard_path(p)),
+               "data path '", p, "' holds token shards, which need the tokenizer they were made "
+               "with: set --model.tokenizer_path");
+  std::vector<std::string> files = data::list_source_files(src.paths);  // missing paths fail here
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec))
+    out << "note: " << path << " is from a run that left no checkpoint; learning a new one in its "
+        << "place" << std::endl;
+  out << "learning a " << mc.vocab_size << "-token BPE tokenizer from " << src.description << " ..."
+      << std::endl;
+  const auto t0 = std::chrono::steady_clock::now();
+  BpeTrainerOptions options;
+  options.vocab_size = mc.vocab_size;
+  options.special_tokens = {"<|begin_of_text|>", "<|end_of_text|>"};
+  BpeTrainer trainer(options);
+  data::for_each_document(files, src.source,
+                          [&](std::string_view text) { trainer.add_text(text); });
+  BpeTrainer::Result r = trainer.train();
+  fs::create_directories(fs::path(path).parent_path());
+  write_file_atomic(path, r.json);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out << "tokenizer: " << path << ", " << r.vocab_size << " tokens (" << r.merges
+      << " merges, learned in " << std::fixed << std::setprecision(1) << seconds << " s)"
+      << std::endl;
+  out.unsetf(std::ios::floatfield);
+  return {std::make_unique<Tokenizer>(Tokenizer::from_json_text(r.json, path)), path};
+}
+
+}  // namespace
+
+DataSource data_source(const TrainConfig& c) {
+  if (c.data.path.empty()) {
+    data::DefaultCorpus d = data::default_corpus();
+    return {d.paths, d.source, d.description};
+  }
+  DataSource s{{c.data.path}, {}, c.data.path};
+  s.source.format = data::parse_source_format(c.data.format);
+  s.source.text_key = c.data.text_key;
+  s.source.text_split = data::parse_text_split(c.data.text_split);
+  s.source.delimiter = c.data.delimiter;
+  return s;
+}
+
+RunTokenizer run_tokenizer(const TrainConfig& c, const ModelConfig& mc, const DataSource& src,
+                           bool lead, std::ostream& out) {
+  if (!c.checkpoint.initial_load_path.empty()) return initial_folder_tokenizer(c, out);
+  if (!c.model.tokenizer_path.empty())
+    return loaded(absolute(c.model.tokenizer_path), "model.tokenizer_path", out);
+  const std::string path = absolute(dump_tokenizer_path(c));
+  if (!lead) return loaded(path, "the lead rank's", out);
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec) && resumes_from_checkpoint(c))
+    return loaded(path, "the one the checkpoints were trained with", out);
+  return learned_tokenizer(mc, src, path, out);
+}
+
+}  // namespace kiln::train

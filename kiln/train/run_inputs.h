@@ -1,0 +1,40 @@
+// What a run reads besides its weights: the training text (the data
+// section's paths, or the default corpus) and the tokenizer for it.
+#pragma once
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kiln/data/text_source.h"
+#include "kiln/data/tokenizer.h"
+#include "kiln/models/config.h"
+#include "kiln/train/config.h"
+
+namespace kiln::train {
+
+struct DataSource {
+  std::vector<std::string> paths;
+  data::TextSourceOptions source;
+  std::string description;
+};
+DataSource data_source(const TrainConfig& c);
+
+struct RunTokenizer {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string path;  // the tokenizer.json (or folder) it was loaded from
+};
+
+// The run's tokenizer, and a `tokenizer:` line saying which and why:
+// - with checkpoint.initial_load_path, the folder's (model.tokenizer_path
+//   may name one only if it encodes the same);
+// - else model.tokenizer_path;
+// - else, for a run resuming from a checkpoint, the dump folder's
+//   tokenizer.json it was trained with;
+// - else a byte-level BPE learned from the training text (replacing one a
+//   run without checkpoints left).
+// The lead rank decides; the others (`lead` false) load what it wrote.
+RunTokenizer run_tokenizer(const TrainConfig& c, const ModelConfig& mc, const DataSource& src,
+                           bool lead, std::ostream& out);
+
+}  // namespace kiln::train
