@@ -3,8 +3,8 @@
 # tests: every ctest label but `slow` on the release build (with the CUDA
 # backend where the toolkit is installed; its device tests report "skipped"
 # without a GPU), then the unit tests again under AddressSanitizer +
-# LeakSanitizer (but the model-sized ones) on a CPU-only build, which keeps
-# that configuration tested too. Exits non-zero when any test fails.
+# LeakSanitizer + UBSan on a CPU-only build, which keeps that configuration
+# tested too. Exits non-zero when any test fails.
 # `--quick` skips ASan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +26,6 @@ ctest --test-dir build -LE slow --output-on-failure -j "$jobs"
 if [ "${1:-}" != "--quick" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ASAN=ON -DKILN_BENCH=OFF -DKILN_CUDA=OFF ${KILN_CMAKE_ARGS:-} >/dev/null
   cmake --build build-asan
-  # The model-sized suites (minutes each under ASan) run in the release pass
-  # only.
   ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
-    ctest --test-dir build-asan -L unit -E "^(transformer|fused_kernels|fused|moe|attention)_test(_x86_64_v3)?$" \
-    --output-on-failure -j "$jobs"
+    ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs"
 fi

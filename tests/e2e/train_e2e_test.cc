@@ -6,16 +6,11 @@
 // one line naming the problem.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <thread>
 
 #include "kiln/base/error.h"
 #include "kiln/models/config.h"
@@ -56,34 +51,12 @@ class TrainE2E : public ::testing::Test {
 std::optional<TempDir> TrainE2E::temp_;
 fs::path TrainE2E::root_;
 
-// Starts `kiln <args>` (output to `log`), waits until metrics.jsonl in
-// `dump` has a step >= `step`, sends `sig` and returns the exit status
-// (128 + n for a process killed by signal n).
+// Runs `kiln <args>` until metrics.jsonl in `dump` has a step >= `step`,
+// then sends `sig`; returns the exit status (run_cli_until's).
 int interrupt_run(const std::string& args, const fs::path& dump, const fs::path& log, int step,
                   int sig) {
-  const char* cli = std::getenv("KILN_CLI");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::string cmd = "exec " + std::string(cli) + " " + args + " > " + log.string() + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
-    ::_exit(127);
-  }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  for (;;) {
-    int status;
-    if (::waitpid(pid, &status, WNOHANG) == pid)  // finished before the signal
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::ifstream f(dump / "metrics.jsonl");
-    int last = 0;
-    for (std::string line; std::getline(f, line);)
-      if (auto j = nlohmann::json::parse(line, nullptr, false); j.is_object()) last = j["step"];
-    if (last >= step || std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ::kill(pid, sig);
-  int status;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run_cli_until(
+      args, log.string(), [&] { return last_logged_step(dump.string()) >= step; }, sig);
 }
 
 // Generated text without the "generating from ..." line (stderr).

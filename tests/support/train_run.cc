@@ -1,7 +1,14 @@
 #include "tests/support/train_run.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
+#include <thread>
 
 namespace kiln::test {
 
@@ -35,6 +42,37 @@ std::vector<double> read_losses(const std::string& dump) {
   std::vector<double> out;
   for (const auto& j : read_metrics(dump)) out.push_back(j["loss"].get<double>());
   return out;
+}
+
+int run_cli_until(const std::string& args, const std::string& log,
+                  const std::function<bool()>& stop, int sig) {
+  const char* cli = std::getenv("KILN_CLI");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string cmd = "exec " + std::string(cli) + " " + args + " > " + log + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
+    ::_exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  int status;
+  for (;;) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)  // finished before the signal
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (stop() || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, sig);
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int64_t last_logged_step(const std::string& dump) {
+  std::ifstream f(dump + "/metrics.jsonl");
+  int64_t last = 0;
+  for (std::string line; std::getline(f, line);)
+    if (auto j = nlohmann::json::parse(line, nullptr, false); j.is_object() && j.contains("step"))
+      last = j["step"].get<int64_t>();
+  return last;
 }
 
 }  // namespace kiln::test
