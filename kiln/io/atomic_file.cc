@@ -108,6 +108,18 @@ AtomicDir::~AtomicDir() {
   fs::remove_all(tmp_, ec);
 }
 
+void remove_dir_atomic(const std::string& path) {
+  const std::string p = strip_slashes(path), gone = temp_name(p);
+  if (::rename(p.c_str(), gone.c_str()) != 0) {
+    KILN_CHECK(errno == ENOENT, "cannot remove directory '", p, "': ", errno_text());
+    return;
+  }
+  std::error_code ec;
+  fs::remove_all(gone, ec);
+  KILN_CHECK(!ec, "removed directory '", p, "' from sight but cannot delete it at '", gone, "': ",
+             ec.message());
+}
+
 void AtomicDir::commit() {
   KILN_CHECK(!committed_, "cannot write directory '", path_, "': already committed");
   // Make the contents durable before the name that publishes them.

@@ -62,6 +62,12 @@ class AtomicDir {
   bool committed_ = false;
 };
 
+// Removes a directory so that it vanishes at once: one rename to
+// "<path>.tmp.<pid>", then the deletion. A crash while deleting leaves that
+// temporary, never a partial `path`. Nothing to do when `path` is absent;
+// throws kiln::Error when the rename fails.
+void remove_dir_atomic(const std::string& path);
+
 // fsyncs a directory so that renames into it are durable; throws on error.
 void fsync_dir(const std::string& dir);
 

@@ -206,17 +206,11 @@ std::string CheckpointManager::commit(const CheckpointData& data,
   dir->commit();
 
   if (keep_latest_ > 0) {
-    // Out of sight first (one rename to a temporary's name), then deleted: a
-    // kill while deleting leaves a temporary that a later save removes,
-    // never a step that looks complete and is not.
+    // Removed atomically: a kill while deleting leaves a temporary that a
+    // later save removes, never a step that looks complete and is not.
     auto all = steps();
-    std::error_code ec;
-    for (size_t i = 0; i + size_t(keep_latest_) < all.size(); ++i) {
-      fs::path step = fs::path(folder_) / step_dir_name(all[i]);
-      fs::path gone = fs::path(folder_) / cat(step_dir_name(all[i]), ".tmp.", ::getpid());
-      fs::rename(step, gone, ec);
-      if (!ec) fs::remove_all(gone, ec);
-    }
+    for (size_t i = 0; i + size_t(keep_latest_) < all.size(); ++i)
+      remove_dir_atomic((fs::path(folder_) / step_dir_name(all[i])).string());
   }
   return dir->path();
 }

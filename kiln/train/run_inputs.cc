@@ -11,7 +11,6 @@
 #include "kiln/data/shards.h"
 #include "kiln/data/tokenizer_fingerprint.h"
 #include "kiln/io/atomic_file.h"
-#include "kiln/train/checkpoint.h"
 #include "kiln/train/trainer.h"
 
 namespace kiln::train {
@@ -52,15 +51,6 @@ RunTokenizer initial_folder_tokenizer(const TrainConfig& c, std::ostream& out) {
              dir, "' (fingerprints ", data::fingerprint_text(given.tokenizer->fingerprint()), " and ",
              data::fingerprint_text(folder.fingerprint()), "): the weights need the folder's");
   return given;
-}
-
-// Whether the run resumes from a checkpoint of its dump folder (Run::resume's rule).
-bool resumes_from_checkpoint(const TrainConfig& c) {
-  if (c.checkpoint.load_step >= 0) return true;
-  if (!c.checkpoint.enable) return false;
-  return CheckpointManager((fs::path(c.job.dump_folder) / c.checkpoint.folder).string())
-      .latest_step()
-      .has_value();
 }
 
 RunTokenizer learned_tokenizer(const ModelConfig& mc, const DataSource& src,
@@ -111,6 +101,16 @@ DataSource data_source(const TrainConfig& c) {
   return s;
 }
 
+std::string checkpoint_folder(const TrainConfig& c) {
+  return (fs::path(c.job.dump_folder) / c.checkpoint.folder).string();
+}
+
+std::optional<int64_t> resume_step(const TrainConfig& c, const CheckpointManager& checkpoints) {
+  if (c.checkpoint.load_step >= 0) return c.checkpoint.load_step;
+  if (!c.checkpoint.enable) return std::nullopt;
+  return checkpoints.latest_step();
+}
+
 RunTokenizer run_tokenizer(const TrainConfig& c, const ModelConfig& mc, const DataSource& src,
                            bool lead, std::ostream& out) {
   if (!c.checkpoint.initial_load_path.empty()) return initial_folder_tokenizer(c, out);
@@ -119,7 +119,7 @@ RunTokenizer run_tokenizer(const TrainConfig& c, const ModelConfig& mc, const Da
   const std::string path = absolute(dump_tokenizer_path(c));
   if (!lead) return loaded(path, "the lead rank's", out);
   std::error_code ec;
-  if (fs::is_regular_file(path, ec) && resumes_from_checkpoint(c))
+  if (fs::is_regular_file(path, ec) && resume_step(c, CheckpointManager(checkpoint_folder(c))))
     return loaded(path, "the one the checkpoints were trained with", out);
   return learned_tokenizer(mc, src, path, out);
 }

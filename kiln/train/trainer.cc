@@ -222,21 +222,15 @@ void Run::setup_model() {
 }
 
 bool Run::resume() {
-  const bool explicit_step = c_.checkpoint.load_step >= 0;
-  if (!c_.checkpoint.enable && !explicit_step) return false;
-  std::optional<int64_t> step;
-  if (explicit_step) {
-    step = c_.checkpoint.load_step;
-  } else {
-    step = checkpoints_->latest_step();
+  const std::optional<int64_t> step = resume_step(c_, *checkpoints_);
+  if (c_.checkpoint.enable && c_.checkpoint.load_step < 0)
     for (int64_t s : checkpoints_->steps_without_manifest())
       if (!step || s > *step)
-        out_ << "note: " << (fs::path(checkpoints_->folder()) / CheckpointManager::step_dir_name(s)).string()
+        out_ << "note: " << checkpoints_->folder() << "/" << CheckpointManager::step_dir_name(s)
              << " has no manifest.json (damaged), so it is passed over; "
              << (step ? cat("resuming from step ", *step) : std::string("starting afresh"))
              << std::endl;
-    if (!step) return false;
-  }
+  if (!step) return false;
   LoadedCheckpoint ck = checkpoints_->load(step);
   // Checkpoints hold full tensors: any mesh resumes from any other.
   std::vector<Tensor> full;
@@ -371,7 +365,7 @@ TrainResult Run::go() {
   setup_data();
   setup_model();
   checkpoints_ = std::make_unique<CheckpointManager>(
-      (fs::path(c_.job.dump_folder) / c_.checkpoint.folder).string(),
+      checkpoint_folder(c_),
       int(c_.checkpoint.keep_latest_k));
   resume();
 

@@ -428,5 +428,17 @@ TEST(AtomicDir, PublishesAndReplacesWhole) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
+TEST(AtomicDir, RemovesWholeOrNotAtAll) {
+  TempDir dir;
+  std::string path = dir / "model";
+  write_file_atomic(dir / "model/a", "1");
+  remove_dir_atomic(path + "/");
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(fs::is_empty(dir.path()));  // no temporary left either
+  remove_dir_atomic(path);                // absent: nothing to do
+  write_file_atomic(dir / "file", "x");
+  EXPECT_THROW(remove_dir_atomic(dir.path() + "/file/sub"), Error);  // not a directory path
+}
+
 }  // namespace
 }  // namespace kiln
