@@ -13,11 +13,6 @@ set(KILN_CPU_ISA_SOURCES
   copy elementwise flash_attention grouped_matmul indexing linear_cross_entropy matmul
   reduction reduction_engine rms_norm rope silu_mul)
 
-set(KILN_CPU_IS_X86_64 OFF)
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-  set(KILN_CPU_IS_X86_64 ON)
-endif()
-
 set(isa_cc ${PROJECT_SOURCE_DIR}/kiln/backend/cpu/isa.cc)
 if(KILN_NATIVE)
   set_property(SOURCE ${isa_cc} APPEND PROPERTY COMPILE_DEFINITIONS
