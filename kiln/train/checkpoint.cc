@@ -15,23 +15,13 @@
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_dir.h"
 #include "kiln/ops/shape.h"
+#include "kiln/train/checkpoint_manifest.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kManifest = "manifest.json";
-constexpr const char* kStems[] = {"model", "optimizer"};
-
-// "model.safetensors" alone; shard i of n > 1: "model-0000<i+1>-of-0000<n>.safetensors".
-std::string shard_file(const char* stem, int64_t i, int64_t n) {
-  if (n == 1) return cat(stem, ".safetensors");
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%s-%05lld-of-%05lld.safetensors", stem,
-                static_cast<long long>(i + 1), static_cast<long long>(n));
-  return buf;
-}
-
 // "step-N" -> N; nullopt for anything else (temporary directories included).
 std::optional<int64_t> parse_step_dir(const std::string& name) {
   if (!name.starts_with("step-") || name.size() == 5) return std::nullopt;
@@ -68,12 +58,6 @@ FileDigest digest(const std::string& path) {
   return d;
 }
 
-std::string hex(uint64_t v) {
-  char s[17];
-  std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(v));
-  return s;
-}
-
 bool pid_alive(long pid) { return ::kill(pid_t(pid), 0) == 0 || errno == EPERM; }
 
 // Temporary directories left by dead writers ("step-N.tmp.<pid>").
@@ -98,7 +82,7 @@ std::map<std::string, Tensor> read_tensors(const std::string& path) {
 // The full tensors of n shard files: each tensor's shards concatenated
 // along dim 0, the padding rows dropped.
 std::map<std::string, Tensor> read_sharded(const std::vector<std::string>& paths,
-                                           const nlohmann::json& rows) {
+                                           const std::map<std::string, int64_t>& rows) {
   if (paths.size() == 1) return read_tensors(paths[0]);
   std::map<std::string, std::vector<Tensor>> parts;
   for (const std::string& p : paths)
@@ -107,7 +91,11 @@ std::map<std::string, Tensor> read_sharded(const std::vector<std::string>& paths
   for (auto& [name, shards] : parts) {
     KILN_CHECK(shards.size() == paths.size() && rows.contains(name), "sharded checkpoint file '",
                paths[0], "': tensor '", name, "' is not in every shard with its rows");
-    out.emplace(name, concat(shards, 0).slice(0, 0, rows[name].get<int64_t>()).contiguous());
+    Tensor whole = concat(shards, 0);
+    const int64_t n = rows.at(name);
+    KILN_CHECK(n <= whole.shape()[0], "sharded checkpoint file '", paths[0], "': tensor '", name,
+               "' has ", whole.shape()[0], " rows in its shards, fewer than the manifest's ", n);
+    out.emplace(name, whole.slice(0, 0, n).contiguous());
   }
   return out;
 }
@@ -164,10 +152,10 @@ ShardDigest CheckpointManager::write_shard(const std::string& temp_dir,
                                                    {"step", std::to_string(data.step)}};
   ShardDigest out;
   out.index = data.shard_index;
-  for (const char* stem : kStems) {
-    bool model = stem == kStems[0];
+  for (const char* stem : kCheckpointStems) {
+    bool model = stem == kCheckpointStems[0];
     std::string path =
-        (fs::path(temp_dir) / shard_file(stem, data.shard_index, data.shard_count)).string();
+        (fs::path(temp_dir) / checkpoint_shard_file(stem, data.shard_index, data.shard_count)).string();
     save_safetensors(path, model ? data.model : data.optimizer, meta);
     FileDigest d = digest(path);
     (model ? out.model_bytes : out.optimizer_bytes) = d.bytes;
@@ -180,29 +168,28 @@ std::string CheckpointManager::commit(const CheckpointData& data,
                                       const std::vector<ShardDigest>& shards) {
   KILN_CHECK(pending_, "checkpoint: commit() without begin()");
   std::shared_ptr<AtomicDir> dir = std::move(pending_);
-  const int64_t n = data.shard_count;
-  nlohmann::json files = nlohmann::json::object();
+  CheckpointManifest manifest;
+  manifest.step = data.step;
+  manifest.shard_count = data.shard_count;
   for (const ShardDigest& d : shards) {
     if (d.index < 0) continue;
-    files[shard_file(kStems[0], d.index, n)] = {{"bytes", d.model_bytes},
-                                                {"xxh64", hex(d.model_hash)}};
-    files[shard_file(kStems[1], d.index, n)] = {{"bytes", d.optimizer_bytes},
-                                                {"xxh64", hex(d.optimizer_hash)}};
+    manifest.files[checkpoint_shard_file(kCheckpointStems[0], d.index, data.shard_count)] = {
+        d.model_bytes, d.model_hash};
+    manifest.files[checkpoint_shard_file(kCheckpointStems[1], d.index, data.shard_count)] = {
+        d.optimizer_bytes, d.optimizer_hash};
   }
-  KILN_CHECK(int64_t(files.size()) == 2 * n, "checkpoint step ", data.step, ": ",
-             files.size() / 2, " of its ", n, " shards were written");
-  nlohmann::json manifest = {{"format", "kiln-checkpoint"},
-                             {"version", 1},
-                             {"step", data.step},
-                             {"files", files},
-                             {"optimizer", data.optimizer_state},
-                             {"scheduler", data.scheduler},
-                             {"loader", data.loader},
-                             {"rng", data.rng},
-                             {"config", data.config}};
-  if (n > 1) manifest["shards"] = {{"count", n}, {"rows", data.full_rows}};
+  KILN_CHECK(int64_t(manifest.files.size()) == 2 * data.shard_count, "checkpoint step ",
+             data.step, ": ", manifest.files.size() / 2, " of its ", data.shard_count,
+             " shards were written");
+  if (data.shard_count > 1) manifest.full_rows = data.full_rows;
+  manifest.optimizer = data.optimizer_state;
+  manifest.scheduler = data.scheduler;
+  manifest.loader = data.loader;
+  manifest.rng = data.rng;
+  manifest.config = data.config;
   // Written last: its presence marks the step complete (commit fsyncs it too).
-  write_file_atomic((fs::path(dir->temp_path()) / kManifest).string(), manifest.dump(2) + "\n");
+  write_file_atomic((fs::path(dir->temp_path()) / kManifest).string(),
+                    checkpoint_manifest_text(manifest));
   dir->commit();
 
   if (keep_latest_ > 0) {
@@ -252,56 +239,38 @@ LoadedCheckpoint CheckpointManager::load(std::optional<int64_t> step) const {
   LoadedCheckpoint out;
   out.step = *step;
   out.path = (fs::path(folder_) / step_dir_name(*step)).string();
-  std::string manifest_path = (fs::path(out.path) / kManifest).string();
-  nlohmann::json manifest;
+  const std::string manifest_path = (fs::path(out.path) / kManifest).string();
+  std::string text;
   {
-    std::ifstream in(manifest_path);
+    std::ifstream in(manifest_path, std::ios::binary);
     KILN_CHECK(in, "cannot read checkpoint manifest '", manifest_path, "'");
-    try {
-      manifest = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      fail("checkpoint manifest '", manifest_path, "' is corrupt: ", e.what());
-    }
+    std::ostringstream os;
+    os << in.rdbuf();
+    text = os.str();
   }
-  KILN_CHECK(manifest.is_object() && manifest.value("format", "") == "kiln-checkpoint" &&
-                 manifest.contains("files") && manifest["files"].is_object() &&
-                 manifest.contains("step") && manifest["step"].is_number_integer(),
-             "checkpoint manifest '", manifest_path, "' is corrupt: not a kiln checkpoint manifest");
-  KILN_CHECK(manifest["step"].get<int64_t>() == *step, "checkpoint manifest '", manifest_path,
-             "' is for step ", manifest["step"].get<int64_t>(), ", not ", *step);
-  const nlohmann::json shards = manifest.value("shards", nlohmann::json::object());
-  const int64_t n = shards.value("count", int64_t(1));
-  KILN_CHECK(n >= 1 && (n == 1 || shards.contains("rows")), "checkpoint manifest '",
-             manifest_path, "' is corrupt: a bad \"shards\" entry");
+  const CheckpointManifest manifest = parse_checkpoint_manifest(text, manifest_path);
+  KILN_CHECK(manifest.step == *step, "checkpoint manifest '", manifest_path, "' is for step ",
+             manifest.step, ", not ", *step);
   std::map<std::string, std::vector<std::string>> paths;  // stem -> its shard files
-  for (const char* stem : kStems)
-    for (int64_t i = 0; i < n; ++i) {
-      std::string f = shard_file(stem, i, n);
-      std::string path = (fs::path(out.path) / f).string();
+  for (const char* stem : kCheckpointStems)
+    for (int64_t i = 0; i < manifest.shard_count; ++i) {
+      const std::string f = checkpoint_shard_file(stem, i, manifest.shard_count);
+      const std::string path = (fs::path(out.path) / f).string();
       paths[stem].push_back(path);
-      KILN_CHECK(manifest["files"].contains(f), "checkpoint manifest '", manifest_path,
-                 "' does not list '", f, "'");
-      const auto& want = manifest["files"][f];
-      KILN_CHECK(want.is_object() && want.contains("bytes") && want.contains("xxh64"),
-                 "checkpoint manifest '", manifest_path, "' has a corrupt entry for '", f, "'");
+      const ManifestFile& want = manifest.files.at(f);
       FileDigest d = digest(path);
-      KILN_CHECK(d.bytes == want["bytes"].get<uint64_t>(), "checkpoint file '", path, "' has ",
-                 d.bytes, " bytes but its manifest says ", want["bytes"].get<uint64_t>(),
-                 " (truncated or replaced)");
-      KILN_CHECK(hex(d.hash) == want["xxh64"].get<std::string>(), "checkpoint file '", path,
+      KILN_CHECK(d.bytes == want.bytes, "checkpoint file '", path, "' has ", d.bytes,
+                 " bytes but its manifest says ", want.bytes, " (truncated or replaced)");
+      KILN_CHECK(d.hash == want.xxh64, "checkpoint file '", path,
                  "' is corrupt: its checksum does not match the manifest");
     }
-  const nlohmann::json rows = shards.value("rows", nlohmann::json::object());
-  out.model = read_sharded(paths[kStems[0]], rows);
-  out.optimizer = read_sharded(paths[kStems[1]], rows);
-  auto section = [&](const char* key) {
-    return manifest.contains(key) ? manifest[key] : nlohmann::json::object();
-  };
-  out.optimizer_state = section("optimizer");
-  out.scheduler = section("scheduler");
-  out.loader = section("loader");
-  out.rng = section("rng");
-  out.config = section("config");
+  out.model = read_sharded(paths[kCheckpointStems[0]], manifest.full_rows);
+  out.optimizer = read_sharded(paths[kCheckpointStems[1]], manifest.full_rows);
+  out.optimizer_state = manifest.optimizer;
+  out.scheduler = manifest.scheduler;
+  out.loader = manifest.loader;
+  out.rng = manifest.rng;
+  out.config = manifest.config;
   return out;
 }
 
