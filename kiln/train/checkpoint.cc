@@ -153,7 +153,7 @@ ShardDigest CheckpointManager::write_shard(const std::string& temp_dir,
   ShardDigest out;
   out.index = data.shard_index;
   for (const char* stem : kCheckpointStems) {
-    bool model = stem == kCheckpointStems[0];
+    const bool model = std::string_view(stem) == kCheckpointStems[0];  // not pointers: the array may be a copy
     std::string path =
         (fs::path(temp_dir) / checkpoint_shard_file(stem, data.shard_index, data.shard_count)).string();
     save_safetensors(path, model ? data.model : data.optimizer, meta);

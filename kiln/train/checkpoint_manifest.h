@@ -34,8 +34,10 @@ struct CheckpointManifest {
   int64_t shard_count = 1;
   std::map<std::string, int64_t> full_rows;  // sharded: every tensor's unpadded dim 0
   std::map<std::string, ManifestFile> files;  // every file of every stem and shard
-  // The run's states; objects (empty when the manifest has none).
-  nlohmann::json optimizer, scheduler, loader, rng, config;
+  // The run's states: objects (empty when the manifest has none).
+  nlohmann::json optimizer = nlohmann::json::object(), scheduler = nlohmann::json::object(),
+                 loader = nlohmann::json::object(), rng = nlohmann::json::object(),
+                 config = nlohmann::json::object();
 };
 
 std::string checkpoint_manifest_text(const CheckpointManifest& manifest);

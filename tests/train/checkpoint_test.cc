@@ -20,6 +20,7 @@
 #include "kiln/optim/clip.h"
 #include "kiln/optim/schedule.h"
 #include "kiln/train/checkpoint.h"
+#include "kiln/train/checkpoint_manifest.h"
 #include "tests/support/temp_dir.h"
 
 namespace kiln::train {
@@ -231,6 +232,34 @@ TEST(Checkpoint, CorruptFilesAreErrorsNamingThem) {
   m.save(small(4, 1.0f));
   std::ofstream(path + "/manifest.json") << "{truncated";
   expect("manifest.json");
+}
+
+// A manifest whose fields have the wrong type or range is refused naming
+// the field (a hostile manifest, as the fuzz target makes them).
+TEST(CheckpointManifest, WrongFieldsAreErrorsNamingThem) {
+  CheckpointManifest m;
+  m.step = 7;
+  for (const char* stem : kCheckpointStems) m.files[checkpoint_shard_file(stem, 0, 1)] = {10, 0xabc};
+  const nlohmann::json good = nlohmann::json::parse(checkpoint_manifest_text(m));
+  EXPECT_EQ(checkpoint_manifest_text(parse_checkpoint_manifest(good.dump(), "m")),
+            checkpoint_manifest_text(m));
+  auto expect = [&](const char* pointer, const nlohmann::json& value, const std::string& says) {
+    nlohmann::json bad = good;
+    bad[nlohmann::json::json_pointer(pointer)] = value;
+    try {
+      parse_checkpoint_manifest(bad.dump(), "m");
+      ADD_FAILURE() << pointer << " = " << value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  expect("/step", -1, "\"step\" must be an integer in [0, ");
+  expect("/files/model.safetensors/bytes", "10", "entry 'model.safetensors' \"bytes\"");
+  expect("/files/optimizer.safetensors/xxh64", "xyz", "16 hex digits");
+  expect("/shards", {{"count", 1 << 20}}, "\"count\" must be an integer in [0, 65536]");
+  expect("/shards", {{"count", 2}, {"rows", {{"w", -3}}}}, "rows of 'w'");
+  expect("/rng", 5, "\"rng\" must be an object");
+  expect("/version", 2, "this kiln reads version 1");
 }
 
 // Three writers' shards of a 5 x 2 tensor (padded to 6 rows, 2 each) and of
