@@ -43,7 +43,7 @@ bool is_token_id(const json& v) {
 json parse_json(std::string_view text, const std::string& origin) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too big
     std::string what = e.what();
     if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
     fail(origin, ": not valid JSON (", what, ")");
