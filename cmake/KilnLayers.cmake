@@ -29,7 +29,11 @@ foreach(line ${KILN_LAYER_LINES})
   add_library(${target} SHARED ${sources})
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${target} PUBLIC KILN_VERSION="${PROJECT_VERSION}")
-  target_link_options(${target} PRIVATE -Wl,-z,defs)
+  # Not in the fuzz build: clang links the sanitizer runtimes into the
+  # executables only, so its libraries have undefined sanitizer symbols.
+  if(NOT KILN_FUZZ)
+    target_link_options(${target} PRIVATE -Wl,-z,defs)
+  endif()
   target_link_libraries(${target} PUBLIC Threads::Threads)
   foreach(dep ${uses})
     kiln_layer_target(${dep} dep_target)

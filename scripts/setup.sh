@@ -9,7 +9,9 @@
 #                              kiln command (build/kiln); no Python
 # Debian packages: compilers, CMake/ninja/ccache, oneDNN, OpenMPI, JSON,
 # TOML, CLI11, xxHash, ICU, GoogleTest, Google Benchmark, Python; fortunes
-# (English text: the default training corpus, kiln/data/default_corpus.cc).
+# (English text: the default training corpus, kiln/data/default_corpus.cc);
+# clang with its libFuzzer and OpenMP runtimes and llvm-symbolizer (the
+# parsers' fuzz targets, tests/fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scope=all
@@ -32,6 +34,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-pip
   fortunes fortunes-min
+  clang-16 libclang-rt-16-dev libomp-16-dev llvm-16
 )
 
 missing=()

@@ -4,8 +4,9 @@
 # backend where the toolkit is installed; its device tests report "skipped"
 # without a GPU), then the unit tests again under AddressSanitizer +
 # LeakSanitizer + UBSan on a CPU-only build, which keeps that configuration
-# tested too. Exits non-zero when any test fails.
-# `--quick` skips ASan.
+# tested too, then every fuzz target for 20 s (scripts/fuzz.sh). Exits
+# non-zero when any test fails or a fuzz target finds a crash.
+# `--quick` skips ASan and fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -28,4 +29,5 @@ if [ "${1:-}" != "--quick" ]; then
   cmake --build build-asan
   ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
     ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs"
+  bash scripts/fuzz.sh --seconds 20
 fi

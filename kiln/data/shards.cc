@@ -138,8 +138,10 @@ TokenCorpus read_shard(const std::string& path) {
   if (expected != size)
     corrupt(path, cat("the file has ", size, " bytes but its header (", h.tokens, " tokens, ",
                       h.documents, " documents) needs ", expected, " (truncated?)"));
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // the fuzz build: reach the checks below
   if (XXH64(base + kShardHeaderBytes, body, 0) != h.checksum)
     corrupt(path, "the checksum of its contents does not match the header");
+#endif
 
   const char* off_bytes = base + kShardHeaderBytes + token_bytes;
   std::vector<uint64_t> offsets(h.documents + 1);
