@@ -1,5 +1,8 @@
 #include "kiln/dist/world.h"
 
+#include <sys/prctl.h>
+
+#include <csignal>
 #include <cstdlib>
 #include <mutex>
 
@@ -20,13 +23,22 @@ namespace {
 std::mutex world_mu;
 std::shared_ptr<ProcessGroup> the_world;
 
+// A rank dies with its launcher (mpirun SIGKILLed, a node's daemon gone)
+// rather than running on as an orphan: OpenMPI puts each rank in a process
+// group of its own, so a kill of the job's group would leave the ranks
+// writing checkpoints and metrics into a folder the next job then shares.
+void die_with_launcher() { ::prctl(PR_SET_PDEATHSIG, SIGKILL); }
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> world() {
   std::lock_guard lock(world_mu);
-  if (!the_world)
-    the_world = launched_by_mpirun() ? mpi_world(kDefaultTimeout)
-                                     : std::make_shared<LocalProcessGroup>("world", kDefaultTimeout);
+  if (!the_world && launched_by_mpirun()) {
+    die_with_launcher();
+    the_world = mpi_world(kDefaultTimeout);
+  } else if (!the_world) {
+    the_world = std::make_shared<LocalProcessGroup>("world", kDefaultTimeout);
+  }
   return the_world;
 }
 
