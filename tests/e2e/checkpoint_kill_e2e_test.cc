@@ -2,13 +2,10 @@
 // a checkpoint after every step so that kills often land inside a checkpoint
 // write, resumes each time from the newest complete checkpoint and ends
 // with the losses of an uninterrupted run, bit for bit, every step (10 to
-// 30 s).
+// 30 s). tests/dist/checkpoint_kill_dist_test.cc does the same under mpirun.
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <chrono>
-#include <filesystem>
-#include <random>
 
 #include "kiln/train/checkpoint.h"
 #include "tests/support/cli.h"
@@ -17,8 +14,6 @@
 
 namespace kiln::test {
 namespace {
-
-namespace fs = std::filesystem;
 
 TEST(CheckpointKill, RandomSigkillsDuringCheckpointWritesLoseNothing) {
   TempDir dir;
@@ -35,29 +30,18 @@ TEST(CheckpointKill, RandomSigkillsDuringCheckpointWritesLoseNothing) {
   const auto t0 = std::chrono::steady_clock::now();
   CliRun whole = run_cli(args(dir / "whole"));
   ASSERT_EQ(whole.status, 0) << whole.output;
-  const auto run_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - t0)
-                          .count();
+  const int64_t run_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
   const std::vector<double> want = read_losses(dir / "whole");
   ASSERT_EQ(want.size(), size_t(steps));
 
-  // Kill times within the first third of a run's length (this machine's),
-  // from a fixed seed: several kills before the run gets through.
-  std::mt19937 rng(2026);
-  std::uniform_int_distribution<int64_t> after_ms(run_ms / 20, run_ms / 3);
   const std::string cut = dir / "cut";
-  int killed = 0;
-  for (int round = 0; round < 20 && last_logged_step(cut) < steps; ++round) {
-    const auto start = std::chrono::steady_clock::now();
-    const auto at = start + std::chrono::milliseconds(after_ms(rng));
-    int status = run_cli_until(
-        args(cut), dir / "round.log", [&] { return std::chrono::steady_clock::now() >= at; },
-        SIGKILL);
-    if (status == 128 + SIGKILL) ++killed;
+  const int killed = kill_repeatedly(args(cut), cut, steps, run_ms, "", [&] {
     // Whatever the kill left, every checkpoint listed is whole.
     for (int64_t s : train::CheckpointManager(cut + "/checkpoint").steps())
       EXPECT_NO_THROW(train::CheckpointManager(cut + "/checkpoint").load(s)) << "step " << s;
-  }
+  });
   EXPECT_GE(killed, 3) << "too few kills landed to test anything";
   CliRun last = run_cli(args(cut));
   ASSERT_EQ(last.status, 0) << last.output;

@@ -1,5 +1,7 @@
 #include "tests/support/train_run.h"
 
+#include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,7 +9,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <random>
+#include <sstream>
 #include <thread>
 
 namespace kiln::test {
@@ -44,26 +50,81 @@ std::vector<double> read_losses(const std::string& dump) {
   return out;
 }
 
+namespace {
+
+// The processes of session `sid` (from /proc).
+std::vector<pid_t> session_processes(pid_t sid) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // pid (comm) state ppid pgrp session ...; comm may hold spaces, so after the last ')'.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0, pgrp = 0, session = 0;
+    if (rest >> state >> ppid >> pgrp >> session && session == sid && state != "Z")
+      out.push_back(pid_t(std::stol(name)));
+  }
+  return out;
+}
+
+}  // namespace
+
 int run_cli_until(const std::string& args, const std::string& log,
-                  const std::function<bool()>& stop, int sig) {
+                  const std::function<bool()>& stop, int sig, const std::string& launcher) {
   const char* cli = std::getenv("KILN_CLI");
   pid_t pid = ::fork();
   if (pid == 0) {
-    std::string cmd = "exec " + std::string(cli) + " " + args + " > " + log + " 2>&1";
+    ::setsid();  // session and process group `pid`: what a terminal's job is
+    std::string cmd = "exec " + launcher + " " + std::string(cli) + " " + args + " > " + log + " 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
     ::_exit(127);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
   int status;
   for (;;) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)  // finished before the signal
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (stop() || std::chrono::steady_clock::now() > deadline) break;
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;  // finished before the signal
+    if (stop() || std::chrono::steady_clock::now() > deadline) {
+      ::kill(-pid, sig);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ::kill(pid, sig);
-  ::waitpid(pid, &status, 0);
+  // Every process of the run (a launcher's ranks, in process groups of
+  // their own) ends with it: one alive a second later is a defect (an
+  // orphan would go on writing into the run's folder).
+  const auto ended = std::chrono::steady_clock::now();
+  std::vector<pid_t> left;
+  while (!(left = session_processes(pid)).empty() &&
+         std::chrono::steady_clock::now() < ended + std::chrono::seconds(1))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!left.empty()) {
+    ADD_FAILURE() << left.size() << " processes of `" << args << "` outlived it by 1 s";
+    for (pid_t p : left) ::kill(p, SIGKILL);
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int kill_repeatedly(const std::string& args, const std::string& dump, int64_t steps,
+                    int64_t run_ms, const std::string& launcher,
+                    const std::function<void()>& after_each) {
+  std::mt19937 rng(2026);
+  std::uniform_int_distribution<int64_t> after_ms(run_ms / 20, run_ms / 3);
+  int killed = 0;
+  for (int round = 0; round < 20 && last_logged_step(dump) < steps; ++round) {
+    const auto at = std::chrono::steady_clock::now() + std::chrono::milliseconds(after_ms(rng));
+    int status = run_cli_until(
+        args, dump + ".round.log", [&] { return std::chrono::steady_clock::now() >= at; },
+        SIGKILL, launcher);
+    if (status == 128 + SIGKILL) ++killed;
+    after_each();
+  }
+  return killed;
 }
 
 int64_t last_logged_step(const std::string& dump) {

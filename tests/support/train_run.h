@@ -19,12 +19,23 @@ std::vector<nlohmann::json> read_metrics(const std::string& dump);
 // Their "loss" values.
 std::vector<double> read_losses(const std::string& dump);
 
-// Starts `$KILN_CLI <args>` (output to `log`), polls `stop` every 5 ms and,
-// when it says so (or after 5 minutes), sends `sig`. Returns the exit status:
-// 128 + n for a process ended by signal n; the process's own status when it
-// finished first.
+// Starts `<launcher> $KILN_CLI <args>` (output to `log`) as a session and
+// process group of its own, polls `stop` every 5 ms and, when it says so
+// (or after 5 minutes), sends `sig` to the group, as a terminal's Ctrl-C
+// does (mpirun gets it; its ranks, in groups of their own, do not). Returns
+// once every process of the session is gone (a test failure when one
+// outlives the run by 1 s), with the exit status: 128 + n for a process
+// ended by signal n; the process's own status when it finished first.
 int run_cli_until(const std::string& args, const std::string& log,
-                  const std::function<bool()>& stop, int sig);
+                  const std::function<bool()>& stop, int sig, const std::string& launcher = "");
+// Runs `<launcher> $KILN_CLI <args>` (writing to <dump>) again and again,
+// SIGKILLing it (run_cli_until) at a random moment of the first third of
+// `run_ms` (an uninterrupted run's length on this machine; a fixed seed),
+// until <dump>/metrics.jsonl reaches `steps` or 20 rounds have run, calling
+// `after_each()` after each round. Returns how many rounds a kill ended.
+int kill_repeatedly(const std::string& args, const std::string& dump, int64_t steps,
+                    int64_t run_ms, const std::string& launcher,
+                    const std::function<void()>& after_each);
 // The last step <dump>/metrics.jsonl records (0 for none).
 int64_t last_logged_step(const std::string& dump);
 
