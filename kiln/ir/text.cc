@@ -1,5 +1,6 @@
 // The IR's text form: printer and parser.
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -161,9 +162,11 @@ class Parser {
     if (lit.empty()) error("expected a number");
     char* end = nullptr;
     bool is_int = lit.find_first_of(".eEni") == std::string::npos;
+    errno = 0;
     AttrValue v = is_int ? AttrValue(static_cast<int64_t>(std::strtoll(lit.c_str(), &end, 10)))
                          : AttrValue(std::strtod(lit.c_str(), &end));
     if (end != lit.c_str() + lit.size()) error(cat("malformed number '", lit, "'"));
+    if (is_int && errno == ERANGE) error(cat("integer '", lit, "' is out of the 64-bit range"));
     return v;
   }
   int64_t integer() {
@@ -177,8 +180,13 @@ class Parser {
     t.dtype = parse_dtype(word());
     expect('[');
     if (!accept(']')) {
-      do t.shape.push_back(integer());
-      while (accept(','));
+      int64_t elements = 1;
+      do {
+        const int64_t d = integer();
+        if (d < 0 || __builtin_mul_overflow(elements, d, &elements))
+          error(cat("a shape's dims must be non-negative, with fewer than 2^63 elements; not ", d));
+        t.shape.push_back(d);
+      } while (accept(','));
       expect(']');
     }
     return t;
