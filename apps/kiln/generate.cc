@@ -3,6 +3,7 @@
 #include "kiln/models/generate.h"
 
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -42,6 +43,16 @@ void generate(const GenerateArgs& a) {
   KILN_CHECK(!ids.empty(), "the prompt is empty and the tokenizer has no <|begin_of_text|> token");
   std::optional<int32_t> eos = tok.token_to_id("<|end_of_text|>");
   if (!eos) eos = tok.token_to_id("<|endoftext|>");
+  const int64_t model_vocab = m.model->config().vocab_size;
+  for (int32_t id : ids)
+    KILN_CHECK(id < model_vocab, "the prompt has token ", id, " ('", tok.id_to_token(id),
+               "'), beyond the model's vocabulary of ", model_vocab,
+               ": the tokenizer is not the model's");
+  // Ids the tokenizer has no token for (models pad their vocabulary, e.g.
+  // Qwen3's 151,936 for 151,669 tokens) are never sampled: they decode to nothing.
+  std::vector<int32_t> no_token;
+  for (int32_t id = 0; id < model_vocab; ++id)
+    if (!tok.has_id(id)) no_token.push_back(id);
   KVCacheDecoder decoder(*m.model);
   KILN_CHECK(int64_t(ids.size()) <= decoder.max_length(), "the prompt is ", ids.size(),
              " tokens, more than the model's sequence length of ", decoder.max_length());
@@ -53,6 +64,7 @@ void generate(const GenerateArgs& a) {
   size_t printed = 0;
   std::vector<float> logits = decoder.step(ids);
   for (int64_t i = 0; i < a.max_new_tokens; ++i) {
+    for (int32_t id : no_token) logits[size_t(id)] = -std::numeric_limits<float>::infinity();
     int32_t next = sample_token(logits, a.sampling, rng);
     if (eos && next == *eos) break;
     generated.push_back(next);

@@ -65,6 +65,8 @@ class Tokenizer {
   // The token's spelling (byte-level for BPE tokens, content for added ones).
   const std::string& id_to_token(int32_t id) const;
   bool is_special(int32_t id) const;
+  // Whether `id` is a token (ids in [0, vocab_size) may be unused).
+  bool has_id(int32_t id) const { return id >= 0 && id < vocab_size() && kind_[size_t(id)] != 0; }
   // data/tokenizer_fingerprint.h: equal for tokenizers that encode alike.
   uint64_t fingerprint() const { return fingerprint_; }
 

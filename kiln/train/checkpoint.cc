@@ -278,13 +278,10 @@ bool checkpoint_due(int64_t step, int64_t total, int64_t interval) {
   return step == total || (interval > 0 && step % interval == 0);
 }
 
-void export_hf(const CausalLM& model, const std::string& tokenizer_path, const std::string& dir) {
-  HfSaveOptions options;
-  options.overwrite = true;
-  save_hf_model(model, dir, options);
-  if (tokenizer_path.empty()) return;
+void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& dir) {
   fs::path src = tokenizer_path;
   std::error_code ec;
+  fs::create_directories(dir, ec);
   fs::path src_dir = fs::is_directory(src, ec) ? src : src.parent_path();
   std::vector<std::string> names;
   if (fs::is_directory(src, ec)) {
@@ -299,8 +296,17 @@ void export_hf(const CausalLM& model, const std::string& tokenizer_path, const s
   }
   for (const auto& n : names)
     if (fs::is_regular_file(src_dir / n, ec)) copy_file_atomic(src_dir / n, fs::path(dir) / n);
+}
+
+void export_hf(const CausalLM& model, const std::string& tokenizer_path, const std::string& dir) {
+  HfSaveOptions options;
+  options.overwrite = true;
+  save_hf_model(model, dir, options);
+  if (tokenizer_path.empty()) return;
+  copy_tokenizer_files(tokenizer_path, dir);
   // transformers' AutoTokenizer wants a tokenizer_config.json; a generic one
   // loads any tokenizer.json.
+  std::error_code ec;
   if (!fs::exists(fs::path(dir) / "tokenizer_config.json", ec) &&
       fs::exists(fs::path(dir) / "tokenizer.json", ec))
     write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(),

@@ -122,5 +122,10 @@ bool checkpoint_due(int64_t step, int64_t total, int64_t interval);
 // it), or vocab.json + merges.txt. `tokenizer_path` is what Tokenizer::load
 // accepts; empty skips the tokenizer. Replaces an existing `dir`.
 void export_hf(const CausalLM& model, const std::string& tokenizer_path, const std::string& dir);
+// Copies the files of the tokenizer at `tokenizer_path` (a tokenizer.json,
+// a vocab.json with merges.txt beside it, or a folder holding either) into
+// `dir`, with the tokenizer_config.json and special_tokens_map.json beside
+// them, creating `dir`.
+void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& dir);
 
 }  // namespace kiln::train

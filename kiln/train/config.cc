@@ -573,6 +573,12 @@ ModelConfig resolve_model_config(const TrainConfig& c) {
   return with_sequence_length(m, c);
 }
 
+ModelConfig resolve_model_config(const TrainConfig& c, const ModelConfig& architecture,
+                                 const std::string& source) {
+  ModelConfig recipe = c.model.changes.applied_to(kiln::model_config(c.model.name));
+  return with_sequence_length(with_recipe_components(architecture, recipe, source), c);
+}
+
 int64_t grad_accum_steps(const TrainConfig& c, int64_t dp_degree) {
   const TrainingSection& t = c.training;
   if (t.global_batch_size == -1) return 1;

@@ -224,6 +224,10 @@ std::string to_toml(const TrainConfig& config);
 // checked against them: train/initial_model.h) and the training sequence
 // length.
 ModelConfig resolve_model_config(const TrainConfig& config);
+// The same with `architecture` in place of the folder's config.json (what a
+// fine-tune's checkpoint records); `source` names it in errors.
+ModelConfig resolve_model_config(const TrainConfig& config, const ModelConfig& architecture,
+                                 const std::string& source);
 // Microbatches per optimizer step when the global batch is split over
 // `dp_degree` data-parallel ranks (training.global_batch_size = local batch
 // x dp_degree x microbatches, as in TorchTitan); kiln::Error when it does not divide.

@@ -15,7 +15,11 @@ ModelConfig initial_folder_model(const std::string& dir, const ModelConfig& reci
   std::error_code ec;
   KILN_CHECK(std::filesystem::is_regular_file(path, ec), "checkpoint.initial_load_path '", dir,
              "' has no config.json: it must be a Hugging Face model folder");
-  ModelConfig m = read_hf_config(path).model;
+  return with_recipe_components(read_hf_config(path).model, recipe, path);
+}
+
+ModelConfig with_recipe_components(ModelConfig m, const ModelConfig& recipe,
+                                   const std::string& source) {
   for (const ModelField& f : model_fields()) {
     std::visit(
         [&](auto member) {
@@ -25,7 +29,7 @@ ModelConfig initial_folder_model(const std::string& dir, const ModelConfig& reci
           }
           // The init of weights that are loaded anyway.
           if (std::string_view(f.key) == "init_std") return;
-          KILN_CHECK(m.*member == recipe.*member, "checkpoint.initial_load_path: ", path, " has ",
+          KILN_CHECK(m.*member == recipe.*member, "checkpoint.initial_load_path: ", source, " has ",
                      f.key, " = ", m.*member, " but the recipe's model (", recipe.name, ") has ",
                      recipe.*member, ": the folder holds another model; choose the recipe of its "
                      "model, or set --model.", f.key, " = ", m.*member);

@@ -15,4 +15,10 @@ namespace kiln::train {
 
 ModelConfig initial_folder_model(const std::string& dir, const ModelConfig& recipe);
 
+// `architecture` (a folder's config.json, or the one a fine-tune's
+// checkpoint records) with the recipe's component implementations; an
+// architecture field the recipe sets otherwise is refused naming `source`.
+ModelConfig with_recipe_components(ModelConfig architecture, const ModelConfig& recipe,
+                                   const std::string& source);
+
 }  // namespace kiln::train

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "kiln/base/error.h"
+#include "kiln/models/hf_config.h"
 #include "kiln/models/hf_dir.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/config.h"
@@ -59,7 +60,14 @@ SavedModel load_checkpoint_model(const std::string& dir, const std::string& toke
   TrainConfig c;
   apply_toml(c, ck.config["recipe"].get<std::string>(), ck.path + "/manifest.json [recipe]");
   finalize(c);
-  ModelConfig mc = resolve_model_config(c);
+  ModelConfig mc;
+  if (ck.config.contains("model")) {  // a fine-tune's, recorded (trainer.cc)
+    const std::string source = ck.path + "/manifest.json [model]";
+    mc = resolve_model_config(c, parse_hf_config(ck.config["model"].dump(), source).model, source);
+    mc.name = "fine-tuned from " + c.checkpoint.initial_load_path;
+  } else {
+    mc = resolve_model_config(c);
+  }
   SavedModel out;
   out.model = std::make_unique<CausalLM>(mc, DType::f32);
   nn::StateDict sd(ck.model.begin(), ck.model.end());
@@ -73,8 +81,10 @@ SavedModel load_checkpoint_model(const std::string& dir, const std::string& toke
   // step-N, the checkpoint folder, the dump folder.
   fs::path step_dir = ck.path;
   for (const fs::path& p : {step_dir, step_dir.parent_path(), step_dir.parent_path().parent_path()})
-    if (tok.empty() && fs::is_regular_file(p / "tokenizer.json", ec))
-      tok = (p / "tokenizer.json").string();
+    if (tok.empty() && (fs::is_regular_file(p / "tokenizer.json", ec) ||
+                        (fs::is_regular_file(p / "vocab.json", ec) &&
+                         fs::is_regular_file(p / "merges.txt", ec))))
+      tok = p.string();
   KILN_CHECK(!tok.empty(), "cannot find the tokenizer of checkpoint ", ck.path,
              ": pass --tokenizer FILE");
   out.tokenizer = load_tokenizer(tok);

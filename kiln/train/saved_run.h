@@ -17,8 +17,11 @@ struct SavedModel {
 };
 
 // The model of a checkpoint (f32) with the run's tokenizer: the one its
-// manifest records, else a tokenizer.json in the step folder or the two
-// folders above it. `tokenizer_path`, when given, is used instead.
+// manifest records, else one in the step folder or the two folders above it
+// (tokenizer.json, or vocab.json + merges.txt: a fine-tune's run copies its
+// folder's there). A fine-tune's architecture is the one its manifest
+// records, not its folder's (which may be gone). `tokenizer_path`, when
+// given, is used instead.
 SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path = "");
 // A Hugging Face folder: config.json, safetensors and its tokenizer (or `tokenizer_path`).
 SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenizer_path = "");

@@ -20,6 +20,7 @@
 #include "kiln/dist/spmd_handshake.h"
 #include "kiln/dist/world.h"
 #include "kiln/io/atomic_file.h"
+#include "kiln/models/hf_config.h"
 #include "kiln/models/hf_dir.h"
 #include "kiln/models/transformer.h"
 #include "kiln/optim/adamw.h"
@@ -163,6 +164,10 @@ void Run::setup_data() {
   // Rank 0 learns the tokenizer (when there is none yet) and writes it; the
   // other ranks then load that file.
   if (mesh_.lead()) tok_ = run_tokenizer(c_, s_.mc, src_, true, out_);
+  // A fine-tune's tokenizer is its folder's: a copy in the dump folder
+  // keeps the checkpoints usable once that folder is gone (saved_run.h).
+  if (mesh_.lead() && !c_.checkpoint.initial_load_path.empty())
+    copy_tokenizer_files(tok_.path, c_.job.dump_folder);
   mesh_.world().barrier().wait();
   if (!mesh_.lead()) tok_ = run_tokenizer(c_, s_.mc, src_, false, out_);
   const Tokenizer& tok = *tok_.tokenizer;
@@ -326,6 +331,10 @@ std::string Run::save(int64_t step) {
   d.loader = loader_->to_json();
   d.rng = rng_to_json(Generator(uint64_t(c_.training.seed)));
   d.config = {{"recipe", to_toml(c_)}, {"tokenizer", tok_.path}};
+  // A fine-tune's architecture came from its folder's config.json: recorded,
+  // so the checkpoint stands without the folder (or with it changed).
+  if (!c_.checkpoint.initial_load_path.empty())
+    d.config["model"] = nlohmann::json::parse(hf_config_json(s_.mc));
   d.shard_index = mesh_.mesh()->coordinate("dp_shard");
   d.shard_count = mesh_.mesh()->size("dp_shard");
   const std::string m = kOptimizerPrefix + "m.", v = kOptimizerPrefix + "v.";

@@ -204,6 +204,21 @@ TEST_F(TrainE2E, FineTunesTheModelAHuggingFaceFolderDescribes) {
   ASSERT_EQ(b.size(), 2u);
   EXPECT_NE(a[0], b[0]);
 
+  // The checkpoint of a fine-tune records its architecture: it generates
+  // the same text once the folder is gone.
+  CliRun ft = run_cli(train_args(root_ / "ft_e", 2) + " --checkpoint.initial_load_path " +
+                      rescaled.string());
+  ASSERT_EQ(ft.status, 0) << ft.output;
+  const std::string generate = "generate --checkpoint " + (root_ / "ft_e").string() +
+                               " --prompt 'the cat' --max-new-tokens 12 --temperature 0";
+  CliRun with_folder = run_cli(generate);
+  ASSERT_EQ(with_folder.status, 0) << with_folder.output;
+  fs::rename(rescaled, root_ / "hf_b_moved");
+  CliRun without = run_cli(generate);
+  EXPECT_EQ(without.status, 0) << without.output;
+  EXPECT_EQ(without.output, with_folder.output);
+  fs::rename(root_ / "hf_b_moved", rescaled);
+
   CliRun r = run_cli(train_args(root_ / "ft_c", 2) + " --model.dim 128" +
                      " --checkpoint.initial_load_path " + as_registry.string());
   EXPECT_NE(r.status, 0) << r.output;
