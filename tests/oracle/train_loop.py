@@ -74,9 +74,11 @@ def refuse(run, what):
 
 
 def check_config(run, cfg):
-    """The case to build; refuses settings the replay does not reproduce."""
+    """The case to build (the run's name when it is a case, as for a model
+    the registry lacks, else the recipe's model); refuses settings the
+    replay does not reproduce."""
     m, t, d = cfg["model"], cfg["training"], cfg["data"]
-    case = m["name"]
+    case = run if run in hf_models.CASES else m["name"]
     if case not in hf_models.CASES:
         refuse(run, f"model.name = {case} (not in hf_models.CASES)")
     spec = {**hf_models.DEBUG, **hf_models.CASES[case]}

@@ -1,6 +1,7 @@
 // The loss-curve oracle for `kiln train`: for the debug recipe of each model
-// family, kiln (the real command line) and a PyTorch + transformers training
-// loop (tests/oracle/train_loop.py) train the same model from the same
+// family (and an MoE model only a config.json describes), kiln (the real
+// command line) and a PyTorch + transformers training loop
+// (tests/oracle/train_loop.py) train the same model from the same
 // initial weights on the same batches with the same AdamW settings and
 // parameter groups, learning-rate schedule and gradient clipping, and their
 // first 10 losses (and gradient norms, and learning rates) agree, on the
@@ -51,7 +52,18 @@ namespace {
 constexpr int kSteps = 10;
 constexpr double kRtol = 1e-5;  // loss and gradient norm, each step
 constexpr double kLrRtol = 1e-12;
-const char* const kRecipes[] = {"llama3_debug", "qwen3_debug", "qwen3_moe_debug"};
+// A run: the recipe kiln trains, fine-tuned from the folder of hf_models.py's
+// case of the same name (qwen3_moe_mixed: the MoE debug recipe's sizes, a
+// dense first layer, no top-k renormalisation, attention biases, another
+// aux-loss weight, all of it from config.json alone).
+struct OracleRun {
+  const char* name;
+  const char* recipe;
+};
+const OracleRun kRuns[] = {{"llama3_debug", "llama3_debug"},
+                     {"qwen3_debug", "qwen3_debug"},
+                     {"qwen3_moe_debug", "qwen3_moe_debug"},
+                     {"qwen3_moe_mixed", "qwen3_moe_debug"}};
 
 // Rungs of the execution ladder (tests/e2e/ladder_e2e_test.cc shows them
 // bit-identical to each other; here each also starts from loaded weights).
@@ -64,15 +76,15 @@ const Rung kRungs[] = {{"strict", "--runtime.eager_mode strict"},
                        {"per_block_compile", "--compile.enable"},
                        {"graph_trainer", "--compile.graph_trainer"}};
 
-class TrainLoopOracle : public ::testing::TestWithParam<std::tuple<const char*, Rung>> {
+class TrainLoopOracle : public ::testing::TestWithParam<std::tuple<OracleRun, Rung>> {
  protected:
-  // `kiln train`'s flags for `recipe`'s run, its metrics in <dump>.
-  static std::string flags(const std::string& recipe, const std::string& dump) {
+  // `kiln train`'s flags for `run`, its metrics in <dump>.
+  static std::string flags(const OracleRun& run, const std::string& dump) {
     const TempDir& d = *dir_;
-    return "--config " + recipe + " --data.path " + (d / "shards") + " --model.tokenizer_path " +
-           (d / "tokenizer.json") + " --training.steps " + std::to_string(kSteps) +
-           " --metrics.log_freq 1 --job.dump_folder " + dump + " --checkpoint.initial_load_path " +
-           (d / ("torch/" + recipe + "/hf"));
+    return std::string("--config ") + run.recipe + " --data.path " + (d / "shards") +
+           " --model.tokenizer_path " + (d / "tokenizer.json") + " --training.steps " +
+           std::to_string(kSteps) + " --metrics.log_freq 1 --job.dump_folder " + dump +
+           " --checkpoint.initial_load_path " + (d / (std::string("torch/") + run.name + "/hf"));
   }
 
   // The data and the effective configs, then the PyTorch runs (one Python
@@ -92,11 +104,12 @@ class TrainLoopOracle : public ::testing::TestWithParam<std::tuple<const char*, 
         return ::testing::AssertionFailure() << "kiln " << args << ":\n" << r.output;
     }
     std::string runs;
-    for (const char* recipe : kRecipes) {
-      CliRun r = run_cli("train --print-config " + flags(recipe, d / "unused"));
-      if (r.status != 0) return ::testing::AssertionFailure() << recipe << ":\n" << r.output;
-      std::string config = d.write(std::string("configs/") + recipe + ".toml", r.output);
-      runs += std::string(" --run ") + recipe + "=" + config;
+    // --print-config reads no folder: the architecture is the recipe's then.
+    for (const OracleRun& run : kRuns) {
+      CliRun r = run_cli("train --print-config " + flags(run, d / "unused"));
+      if (r.status != 0) return ::testing::AssertionFailure() << run.name << ":\n" << r.output;
+      std::string config = d.write(std::string("configs/") + run.name + ".toml", r.output);
+      runs += std::string(" --run ") + run.name + "=" + config;
     }
     return run_oracle_script("train_loop.py",
                              "--data " + (d / "shards") + " --tokenizer " + (d / "tokenizer.json") +
@@ -121,9 +134,9 @@ double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
 TEST_P(TrainLoopOracle, LossCurveMatchesPyTorch) {
   ASSERT_TRUE(prepared_);
-  const auto& [recipe_name, rung] = GetParam();
-  const std::string recipe = recipe_name, dump = *dir_ / ("kiln/" + recipe + "-" + rung.name);
-  CliRun r = run_cli("train " + flags(recipe, dump) + " " + rung.flags);
+  const auto& [run, rung] = GetParam();
+  const std::string recipe = run.name, dump = *dir_ / ("kiln/" + recipe + "-" + rung.name);
+  CliRun r = run_cli("train " + flags(run, dump) + " " + rung.flags);
   ASSERT_EQ(r.status, 0) << r.output;
   std::vector<nlohmann::json> kiln = read_metrics(dump);
   std::ifstream in(*dir_ / ("torch/" + recipe + "/torch.json"));
@@ -152,10 +165,10 @@ TEST_P(TrainLoopOracle, LossCurveMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, TrainLoopOracle,
-                         ::testing::Combine(::testing::ValuesIn(kRecipes),
+                         ::testing::Combine(::testing::ValuesIn(kRuns),
                                             ::testing::ValuesIn(kRungs)),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param)) + "_" +
+                           return std::string(std::get<0>(info.param).name) + "_" +
                                   std::get<1>(info.param).name;
                          });
 
