@@ -75,7 +75,9 @@ KILN_FORCE_INLINE float log_f32(float x) {
   const bool tiny = x < 0x1p-126f;
   // Offset by the bits of sqrt(1/2), the exponent field counts e from there
   // and the mantissa field plus that offset is 1 + f.
-  const int32_t off = bits_of(x * (tiny ? 0x1p23f : 1.0f)) - 0x3f3504f3;
+  // (In unsigned arithmetic: for x < 0, whose result is NaN anyway, the
+  // signed difference would overflow.)
+  const int32_t off = int32_t(uint32_t(bits_of(x * (tiny ? 0x1p23f : 1.0f))) - 0x3f3504f3u);
   const float e = float((off >> 23) - (tiny ? 23 : 0));
   const float f = float_of((off & 0x007fffff) + 0x3f3504f3) - 1.0f;  // exact
   const float f2 = f * f;

@@ -36,7 +36,7 @@ std::vector<uint8_t> element_bytes(const Tensor& t) {
     if constexpr (!std::is_same_v<T, bool>) {
       std::vector<T> v = t.to_vector<T>();
       out.resize(v.size() * sizeof(T));
-      std::memcpy(out.data(), v.data(), out.size());
+      if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
     }
   });
   return out;
