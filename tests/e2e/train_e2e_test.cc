@@ -231,7 +231,7 @@ TEST_F(TrainE2E, FineTunesTheModelAHuggingFaceFolderDescribes) {
   EXPECT_NE(r.output.find("holds no tokenizer"), std::string::npos) << r.output;
 }
 
-TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {
+TEST_F(TrainE2E, ResumesAfterSigtermSighupSigintAndSigkillWithIdenticalLosses) {
   const int steps = 16;
   fs::path whole = root_ / "whole", cut = root_ / "cut";
   CliRun r = run_cli(train_args(whole, steps));
@@ -246,15 +246,21 @@ TEST_F(TrainE2E, ResumesAfterSigtermAndSigkillWithIdenticalLosses) {
     EXPECT_EQ(status, 128 + SIGTERM) << log;
     EXPECT_NE(log.find("stopped by signal 15"), std::string::npos) << log;
   }
-  // SIGHUP saves the same way.
+  // SIGHUP and SIGINT (Ctrl-C) save the same way.
   status = interrupt_run(train_args(cut, steps), cut, root_ / "hup.log", 5, SIGHUP);
   log = read(root_ / "hup.log");
   if (status != 0) {
     EXPECT_EQ(status, 128 + SIGHUP) << log;
     EXPECT_NE(log.find("stopped by signal 1"), std::string::npos) << log;
   }
+  status = interrupt_run(train_args(cut, steps), cut, root_ / "int.log", 7, SIGINT);
+  log = read(root_ / "int.log");
+  if (status != 0) {
+    EXPECT_EQ(status, 128 + SIGINT) << log;
+    EXPECT_NE(log.find("stopped by signal 2"), std::string::npos) << log;
+  }
   // SIGKILL part-way through the rest: only complete checkpoints survive.
-  interrupt_run(train_args(cut, steps), cut, root_ / "kill.log", 9, SIGKILL);
+  interrupt_run(train_args(cut, steps), cut, root_ / "kill.log", 10, SIGKILL);
   // A checkpoint whose manifest went missing is passed over, and the run says so.
   std::vector<int64_t> saved = train::CheckpointManager((cut / "checkpoint").string()).steps();
   ASSERT_GE(saved.size(), 2u);
