@@ -153,9 +153,10 @@ ShardDigest CheckpointManager::write_shard(const std::string& temp_dir,
   ShardDigest out;
   out.index = data.shard_index;
   for (const char* stem : kCheckpointStems) {
-    const bool model = std::string_view(stem) == kCheckpointStems[0];  // not pointers: the array may be a copy
-    std::string path =
-        (fs::path(temp_dir) / checkpoint_shard_file(stem, data.shard_index, data.shard_count)).string();
+    // Compared as text: the array may be a copy (copy relocation), its pointers another's.
+    const bool model = std::string_view(stem) == kCheckpointStems[0];
+    const std::string file = checkpoint_shard_file(stem, data.shard_index, data.shard_count);
+    std::string path = (fs::path(temp_dir) / file).string();
     save_safetensors(path, model ? data.model : data.optimizer, meta);
     FileDigest d = digest(path);
     (model ? out.model_bytes : out.optimizer_bytes) = d.bytes;

@@ -95,7 +95,8 @@ CheckpointManifest parse_checkpoint_manifest(std::string_view text, const std::s
       KILN_CHECK(j["files"].contains(f), where, " does not list '", f, "'");
       const json& entry = j["files"][f];
       const std::string at = cat(where, " entry '", f, "'");
-      KILN_CHECK(entry.is_object() && entry.contains("xxh64"), at, " needs \"bytes\" and \"xxh64\"");
+      KILN_CHECK(entry.is_object() && entry.contains("xxh64"), at,
+                 " needs \"bytes\" and \"xxh64\"");
       m.files[f] = {uint64_t(integer_field(entry, "bytes", INT64_MAX, at)),
                     parse_hex64(entry["xxh64"], at)};
     }

@@ -49,12 +49,10 @@ TEST(DiskFull, AtEachStageOfACheckpointWriteIsAClearErrorThatLosesNothing) {
   write_grammar_corpus(dir / "corpus.txt");
   const int steps = 6;
   auto args = [&](const std::string& dump) {
-    return "train --config llama3_debug --data.path " + (dir / "corpus.txt") +
-           " --data.text_split line --job.dump_folder " + dump + " --training.steps " +
-           std::to_string(steps) +
-           " --training.seq_len 32 --training.local_batch_size 4 --metrics.log_freq 1"
-           " --checkpoint.enable --checkpoint.interval 2 --checkpoint.keep_latest_k 0"
-           " --lr_scheduler.warmup_steps 2";
+    return debug_train_args(dir / "corpus.txt", dump, steps,
+                            "--training.local_batch_size 4 --checkpoint.enable "
+                            "--checkpoint.interval 2 --checkpoint.keep_latest_k 0 "
+                            "--lr_scheduler.warmup_steps 2");
   };
   const std::string whole = dir / "whole";
   CliRun w = run_cli(args(whole));

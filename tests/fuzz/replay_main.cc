@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "replay: cannot read %s\n", f.c_str());
       return 2;
     }
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
     LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
     std::string why = kiln::fuzz::take_refusal();
     if (why.empty()) continue;

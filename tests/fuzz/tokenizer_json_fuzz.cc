@@ -5,7 +5,9 @@
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {
-bool valid_utf8(const std::string& s) { return kiln::data::find_invalid_utf8(s) == std::string::npos; }
+bool valid_utf8(const std::string& s) {
+  return kiln::data::find_invalid_utf8(s) == std::string::npos;
+}
 }  // namespace
 
 KILN_FUZZ_TARGET(input) {

@@ -16,6 +16,9 @@
 #include <sstream>
 #include <thread>
 
+#include "kiln/train/checkpoint.h"
+#include "tests/support/cli.h"
+
 namespace kiln::test {
 
 void write_grammar_corpus(const std::string& path, int lines) {
@@ -80,7 +83,8 @@ int run_cli_until(const std::string& args, const std::string& log,
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setsid();  // session and process group `pid`: what a terminal's job is
-    std::string cmd = "exec " + launcher + " " + std::string(cli) + " " + args + " > " + log + " 2>&1";
+    std::string cmd =
+        "exec " + launcher + " " + std::string(cli) + " " + args + " > " + log + " 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
     ::_exit(127);
   }
@@ -125,6 +129,37 @@ int kill_repeatedly(const std::string& args, const std::string& dump, int64_t st
     after_each();
   }
   return killed;
+}
+
+void expect_sigkills_lose_nothing(const std::function<std::string(const std::string&)>& args,
+                                  const std::string& dir, int64_t steps,
+                                  const std::string& launcher) {
+  const std::string whole = dir + "/whole", cut = dir + "/cut";
+  const auto t0 = std::chrono::steady_clock::now();
+  CliRun first = run_cli(args(whole), launcher);
+  ASSERT_EQ(first.status, 0) << first.output;
+  const int64_t run_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
+  const std::vector<double> want = read_losses(whole);
+  ASSERT_EQ(want.size(), size_t(steps));
+  const int killed = kill_repeatedly(args(cut), cut, steps, run_ms, launcher, [&] {
+    // Whatever the kill left, every checkpoint listed is whole.
+    const train::CheckpointManager checkpoints(cut + "/checkpoint");
+    for (int64_t s : checkpoints.steps())
+      EXPECT_NO_THROW(checkpoints.load(s)) << "step " << s;
+  });
+  EXPECT_GE(killed, 3) << "too few kills landed to test anything";
+  CliRun last = run_cli(args(cut), launcher);
+  ASSERT_EQ(last.status, 0) << last.output;
+  EXPECT_EQ(read_losses(cut), want);
+}
+
+std::string debug_train_args(const std::string& corpus, const std::string& dump, int steps,
+                             const std::string& extra) {
+  return "train --config llama3_debug --data.path " + corpus +
+         " --data.text_split line --job.dump_folder " + dump + " --training.steps " +
+         std::to_string(steps) + " --training.seq_len 32 --metrics.log_freq 1 " + extra;
 }
 
 int64_t last_logged_step(const std::string& dump) {

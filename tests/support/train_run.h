@@ -36,6 +36,19 @@ int run_cli_until(const std::string& args, const std::string& log,
 int kill_repeatedly(const std::string& args, const std::string& dump, int64_t steps,
                     int64_t run_ms, const std::string& launcher,
                     const std::function<void()>& after_each);
+// The kill-loop test: `args(dump)` runs uninterrupted into <dir>/whole
+// (timed), then again and again into <dir>/cut under kill_repeatedly, every
+// checkpoint listed loading after each round, then once more to the end:
+// the losses must equal the uninterrupted run's, bit for bit, and at least
+// 3 kills must have landed.
+void expect_sigkills_lose_nothing(const std::function<std::string(const std::string&)>& args,
+                                  const std::string& dir, int64_t steps,
+                                  const std::string& launcher = "");
+// `kiln train` arguments: the llama3 debug recipe on `corpus`'s lines
+// (write_grammar_corpus), `steps` steps of 32 tokens, every step logged,
+// into `dump`, then `extra`.
+std::string debug_train_args(const std::string& corpus, const std::string& dump, int steps,
+                             const std::string& extra);
 // The last step <dump>/metrics.jsonl records (0 for none).
 int64_t last_logged_step(const std::string& dump);
 

@@ -239,7 +239,8 @@ TEST(Checkpoint, CorruptFilesAreErrorsNamingThem) {
 TEST(CheckpointManifest, WrongFieldsAreErrorsNamingThem) {
   CheckpointManifest m;
   m.step = 7;
-  for (const char* stem : kCheckpointStems) m.files[checkpoint_shard_file(stem, 0, 1)] = {10, 0xabc};
+  for (const char* stem : kCheckpointStems)
+    m.files[checkpoint_shard_file(stem, 0, 1)] = {10, 0xabc};
   const nlohmann::json good = nlohmann::json::parse(checkpoint_manifest_text(m));
   EXPECT_EQ(checkpoint_manifest_text(parse_checkpoint_manifest(good.dump(), "m")),
             checkpoint_manifest_text(m));
