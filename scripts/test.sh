@@ -4,9 +4,10 @@
 # backend where the toolkit is installed; its device tests report "skipped"
 # without a GPU), then the unit tests again under AddressSanitizer +
 # LeakSanitizer + UBSan on a CPU-only build, which keeps that configuration
-# tested too, then every fuzz target for 20 s (scripts/fuzz.sh). Exits
-# non-zero when any test fails or a fuzz target finds a crash.
-# `--quick` skips ASan and fuzzing.
+# tested too, then every fuzz target for 20 s (scripts/fuzz.sh), then the
+# threaded code under ThreadSanitizer (scripts/tsan.sh). Exits non-zero when
+# any test fails, a fuzz target finds a crash or a sanitizer reports.
+# `--quick` skips the sanitizers and fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -32,4 +33,5 @@ if [ "${1:-}" != "--quick" ]; then
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs"
   bash scripts/fuzz.sh --seconds 20
+  bash scripts/tsan.sh
 fi

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# ThreadSanitizer on the code that runs threads of its own: the device
+# queue (runtime/queue), the compile pool that builds fused kernels in the
+# background (runtime/compile_pool; fused_test's background-build tests),
+# the compile cache's concurrent writers, the MPI engine's communication
+# thread (tests/dist, under mpirun on 2 ranks) and the tokenizer threads of
+# `kiln data prepare`. Builds them in build-tsan/ and fails on any report.
+# Kernels run on one thread (KILN_NUM_THREADS=1): libgomp is not built with
+# ThreadSanitizer, so its OpenMP regions would read as races.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+tests=(queue_test defer_test fused_test compile_cache_test shards_test
+       collectives_mpi_test skinny_collectives_mpi_test simple_fsdp_mpi_test spmd_handshake_mpi_test)
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON -DKILN_BENCH=OFF \
+  -DKILN_CUDA=OFF ${KILN_CMAKE_ARGS:-} >/dev/null
+cmake --build build-tsan --target kiln_cli "${tests[@]}"
+names=$(printf '%s|' "${tests[@]}")
+# ThreadSanitizer cannot follow a fork of a process that has threads, as
+# the compile cache's multi-process writer test does (its threads are
+# checked by the test of one process's writers).
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
+  GTEST_FILTER=-CompileCache.ConcurrentWritersNeverTearReads KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+  ctest --test-dir build-tsan -R "^(${names%|})(_2ranks)?\$" --output-on-failure -j "$(nproc)"
