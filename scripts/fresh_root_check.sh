@@ -5,10 +5,11 @@
 # that git does not ignore, as a clone plus your changes), then inside it,
 # with a clean environment:
 #   scripts/train.sh --training.steps 5     (always)
+#   scripts/fuzz.sh --seconds 5 shard       (with --fuzz: the clang build)
 #   scripts/test.sh --quick                 (with --tests; downloads PyTorch)
 # Any install step setup.sh lacks fails here, however much this machine has.
 #
-# Usage (as root): scripts/fresh_root_check.sh [--tests] [--keep]
+# Usage (as root): scripts/fresh_root_check.sh [--tests] [--fuzz] [--keep]
 #                  [--ccache DIR] [--mirror URL] [--root DIR]
 #   --ccache DIR  share a ccache directory with the root (compiles the same,
 #                 faster); default: the root compiles everything itself
@@ -17,10 +18,11 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 root=/var/tmp/kiln-fresh-root
-tests=0 keep=0 ccache_dir="" mirror=""
+tests=0 fuzz=0 keep=0 ccache_dir="" mirror=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) tests=1 ;;
+    --fuzz) fuzz=1 ;;
     --keep) keep=1 ;;
     --ccache) ccache_dir="$2"; shift ;;
     --mirror) mirror="$2"; shift ;;
@@ -75,6 +77,10 @@ git -C "$repo" ls-files -z --cached --others --exclude-standard |
 run_in_root() { chroot "$root" env -i "${env_vars[@]}" bash -c "cd /kiln && $1"; }
 phase "scripts/train.sh --training.steps 5"
 run_in_root "scripts/train.sh --training.steps 5"
+if [ "$fuzz" = 1 ]; then
+  phase "scripts/fuzz.sh --seconds 5 shard"
+  run_in_root "scripts/fuzz.sh --seconds 5 shard"
+fi
 if [ "$tests" = 1 ]; then
   phase "scripts/test.sh --quick"
   run_in_root "scripts/test.sh --quick"

@@ -18,6 +18,8 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
+command -v clang++-16 >/dev/null ||
+  { echo "fuzz.sh: clang++-16 is missing; scripts/setup.sh installs it" >&2; exit 2; }
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-16 \
   -DKILN_FUZZ=ON -DKILN_TESTS=OFF -DKILN_BENCH=OFF -DKILN_CUDA=OFF ${KILN_CMAKE_ARGS:-} >/dev/null
