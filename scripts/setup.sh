@@ -11,7 +11,8 @@
 # TOML, CLI11, xxHash, ICU, GoogleTest, Google Benchmark, Python; fortunes
 # (English text: the default training corpus, kiln/data/default_corpus.cc);
 # clang with its libFuzzer and OpenMP runtimes and llvm-symbolizer (the
-# parsers' fuzz targets, tests/fuzz).
+# parsers' fuzz targets, tests/fuzz). gcc builds use gcc's own OpenMP
+# (libgomp); LLVM's is clang's, and its versions conflict with each other.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scope=all
@@ -28,7 +29,7 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # so a fresh machine fails the same way a developer's machine does.
 APT_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config git
-  libdnnl-dev libomp-dev
+  libdnnl-dev
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libxxhash-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
