@@ -16,7 +16,7 @@ namespace {
 struct PrepareArgs {
   std::string tokenizer, output;
   std::vector<std::string> inputs;
-  std::string format = "auto", text_field = "text", text_split = "file", delimiter = "%";
+  std::string format = "auto", text_key = "text", text_split = "file", delimiter = "%";
   double val_fraction = 0.0;
   int64_t shard_tokens = int64_t(1) << 28;
   int threads = 0;
@@ -55,7 +55,7 @@ void prepare(const PrepareArgs& a) {
   Tokenizer tokenizer = Tokenizer::load(a.tokenizer);
   data::PrepareOptions options;
   options.source.format = data::parse_source_format(a.format);
-  options.source.text_key = a.text_field;
+  options.source.text_key = a.text_key;
   options.source.text_split = data::parse_text_split(a.text_split);
   options.source.delimiter = a.delimiter;
   options.val_fraction = a.val_fraction;
@@ -92,7 +92,8 @@ void add_data(CLI::App& app) {
                 "Fraction of documents held out for validation")
       ->check(CLI::Range(0.0, 0.999999));
   p->add_option("--format", args->format, "auto | text | jsonl")->capture_default_str();
-  p->add_option("--text-field", args->text_field, "JSONL field holding the text")
+  // --text-key as kiln train's data.text_key; --text-field, its first name, still works.
+  p->add_option("--text-key,--text-field", args->text_key, "JSONL key holding the text")
       ->capture_default_str();
   p->add_option("--text-split", args->text_split,
                 "How plain text splits into documents: file | paragraph | line | delimiter")

@@ -138,8 +138,8 @@ void split_documents(std::string_view contents, const std::string& origin, bool 
       auto it = j.find(options.text_key);
       KILN_CHECK(it != j.end() && it->is_string(), origin, ":", line_no,
                  ": no string field '", options.text_key,
-                 "' (name the text field: --data.text_key for kiln train, --text-field for kiln "
-                 "data prepare)");
+                 "' (name the key: --data.text_key for kiln train, --text-key for kiln data "
+                 "prepare)");
       const auto& text = it->get_ref<const std::string&>();
       if (!text.empty()) fn(text);
     });

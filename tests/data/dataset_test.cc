@@ -52,7 +52,7 @@ TEST(TextSource, Jsonl) {
   EXPECT_NE(run("{\"body\": 1}").find("d.jsonl:1"), std::string::npos);
   EXPECT_NE(run("{\"text\": \"x\"}").find("'body'"), std::string::npos);
   // The hint names the keys that exist.
-  EXPECT_NE(run("{\"text\": \"x\"}").find("--data.text_key for kiln train, --text-field for kiln data prepare"),
+  EXPECT_NE(run("{\"text\": \"x\"}").find("--data.text_key for kiln train, --text-key for kiln data prepare"),
             std::string::npos);
   EXPECT_NE(run("{\"body\": \"x\"}\n[1]").find("d.jsonl:2"), std::string::npos);
   EXPECT_NE(run("{oops").find("not valid JSON"), std::string::npos);

@@ -57,6 +57,30 @@ TEST(DataCli, PrepareWritesShards) {
       << t.output;
 }
 
+// The JSONL key is --text-key, as kiln train's data.text_key (its first
+// name, --text-field, still works).
+TEST(DataCli, PrepareReadsTheJsonlKeyNamedByTextKey) {
+  test::TempDir dir;
+  std::string lines;
+  for (int i = 0; i < 50; ++i)
+    lines += "{\"content\": \"line " + std::to_string(i) + " of text\"}\n";
+  std::string corpus = dir.write("in/corpus.jsonl", lines);
+  auto tr = test::run_cli("tokenizer train --input " +
+                          dir.write("t.txt", "line of text 0123456789\n") +
+                          " --vocab-size 300 --output " + (dir / "tok.json"));
+  ASSERT_EQ(tr.status, 0) << tr.output;
+  const std::string prepare = "data prepare --tokenizer " + (dir / "tok.json") +
+                              " --input " + corpus + " --val-fraction 0 --output ";
+  for (const char* flag : {"--text-key", "--text-field"}) {
+    auto r = test::run_cli(prepare + (dir / flag) + " " + flag + " content");
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("50 training documents"), std::string::npos) << r.output;
+  }
+  auto r = test::run_cli(prepare + (dir / "default"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--text-key for kiln data prepare"), std::string::npos) << r.output;
+}
+
 TEST(DataCli, ErrorsAreOneLine) {
   test::TempDir dir;
   std::string tok = dir / "tok.json";
