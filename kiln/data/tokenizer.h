@@ -37,6 +37,10 @@ struct TokenizerSpec {
   std::vector<data::AddedToken> added_tokens;
 };
 
+// Whether folder `dir` holds a tokenizer Tokenizer::load reads: a
+// tokenizer.json, or GPT-2's vocab.json and merges.txt.
+bool folder_has_tokenizer(const std::string& dir);
+
 class Tokenizer {
  public:
   // tokenizer.json; a directory holding tokenizer.json or vocab.json +

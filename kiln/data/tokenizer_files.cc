@@ -254,14 +254,22 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& vocab_json, const std::s
   return build(std::move(spec), vocab_json + " + " + merges_txt);
 }
 
+bool folder_has_tokenizer(const std::string& dir) {
+  std::error_code ec;
+  const fs::path p(dir);
+  return fs::is_regular_file(p / "tokenizer.json", ec) ||
+         (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec));
+}
+
 Tokenizer Tokenizer::load(const std::string& path) {
   std::error_code ec;
   fs::path p(path);
   if (fs::is_directory(p, ec)) {
-    if (fs::exists(p / "tokenizer.json", ec)) return from_json_file((p / "tokenizer.json").string());
-    if (fs::exists(p / "vocab.json", ec) && fs::exists(p / "merges.txt", ec))
-      return from_gpt2_files((p / "vocab.json").string(), (p / "merges.txt").string());
-    fail(path, ": directory has neither tokenizer.json nor vocab.json + merges.txt");
+    KILN_CHECK(folder_has_tokenizer(path), path,
+               ": directory has neither tokenizer.json nor vocab.json + merges.txt");
+    if (fs::is_regular_file(p / "tokenizer.json", ec))
+      return from_json_file((p / "tokenizer.json").string());
+    return from_gpt2_files((p / "vocab.json").string(), (p / "merges.txt").string());
   }
   KILN_CHECK(fs::exists(p, ec), path, ": no such file");
   if (p.filename() == "vocab.json") {

@@ -460,6 +460,11 @@ std::string component_choices() {
 
 namespace {
 
+// The registry entry with the model section's changes.
+ModelConfig recipe_model(const TrainConfig& c) {
+  return c.model.changes.applied_to(kiln::model_config(c.model.name));
+}
+
 // The rotary tables cover the training sequence length.
 ModelConfig with_sequence_length(ModelConfig m, const TrainConfig& c) {
   m.seq_len = c.training.seq_len;
@@ -534,8 +539,7 @@ void finalize(TrainConfig& c) {
   // (A checkpoint.initial_load_path folder is read when the model is built:
   // `--print-config` may come before the folder exists.)
   try {
-    with_sequence_length(c.model.changes.applied_to(kiln::model_config(c.model.name)), c)
-        .validate();
+    with_sequence_length(recipe_model(c), c).validate();
   } catch (const Error& e) {
     fail("config: [model] ", e.what());
   }
@@ -567,7 +571,7 @@ std::string to_toml(const TrainConfig& config) {
 }
 
 ModelConfig resolve_model_config(const TrainConfig& c) {
-  ModelConfig m = c.model.changes.applied_to(kiln::model_config(c.model.name));
+  ModelConfig m = recipe_model(c);
   if (!c.checkpoint.initial_load_path.empty())
     m = initial_folder_model(c.checkpoint.initial_load_path, m);
   return with_sequence_length(m, c);
@@ -575,8 +579,7 @@ ModelConfig resolve_model_config(const TrainConfig& c) {
 
 ModelConfig resolve_model_config(const TrainConfig& c, const ModelConfig& architecture,
                                  const std::string& source) {
-  ModelConfig recipe = c.model.changes.applied_to(kiln::model_config(c.model.name));
-  return with_sequence_length(with_recipe_components(architecture, recipe, source), c);
+  return with_sequence_length(with_recipe_components(architecture, recipe_model(c), source), c);
 }
 
 int64_t grad_accum_steps(const TrainConfig& c, int64_t dp_degree) {

@@ -33,10 +33,7 @@ RunTokenizer loaded(const std::string& path, const char* why, std::ostream& out)
 // trained with: the folder's, or a given one that encodes the same.
 RunTokenizer initial_folder_tokenizer(const TrainConfig& c, std::ostream& out) {
   const std::string dir = absolute(c.checkpoint.initial_load_path);
-  std::error_code ec;
-  const bool has = fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec) ||
-                   (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
-                    fs::is_regular_file(fs::path(dir) / "merges.txt", ec));
+  const bool has = folder_has_tokenizer(dir);
   if (c.model.tokenizer_path.empty()) {
     KILN_CHECK(has, "checkpoint.initial_load_path '", dir, "' holds no tokenizer (tokenizer.json, "
                "or vocab.json and merges.txt); its weights need the one they were trained with: "

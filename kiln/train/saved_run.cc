@@ -81,10 +81,7 @@ SavedModel load_checkpoint_model(const std::string& dir, const std::string& toke
   // step-N, the checkpoint folder, the dump folder.
   fs::path step_dir = ck.path;
   for (const fs::path& p : {step_dir, step_dir.parent_path(), step_dir.parent_path().parent_path()})
-    if (tok.empty() && (fs::is_regular_file(p / "tokenizer.json", ec) ||
-                        (fs::is_regular_file(p / "vocab.json", ec) &&
-                         fs::is_regular_file(p / "merges.txt", ec))))
-      tok = p.string();
+    if (tok.empty() && folder_has_tokenizer(p.string())) tok = p.string();
   KILN_CHECK(!tok.empty(), "cannot find the tokenizer of checkpoint ", ck.path,
              ": pass --tokenizer FILE");
   out.tokenizer = load_tokenizer(tok);
