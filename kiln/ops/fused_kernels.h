@@ -41,8 +41,11 @@ Tensor linear_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targ
 // Per-expert Linear layers in one op: x [T, K] holds the rows of expert 0,
 // then expert 1, ... (group e is the next group_sizes[e] rows), w [E, N, K]
 // holds each expert's weight in Linear layout, group_sizes [E] (i32/i64,
-// non-negative, summing to T; checked when the op runs). Row t of the
-// [T, N] result is x[t] @ w[e]^T for t's group e.
+// non-negative, summing to at most T; checked when the op runs). Row t of
+// the [T, N] result is x[t] @ w[e]^T for t's group e; rows past the last
+// group are padding (a static-shaped buffer of which only a data-dependent
+// prefix is used, as after an expert-parallel exchange): their results are
+// zeros and they add nothing to the weight's gradient.
 Tensor grouped_matmul(const Tensor& x, const Tensor& w, const Tensor& group_sizes);
 
 // The SwiGLU activation silu(gate) * up in one pass, for gate and up of one

@@ -68,16 +68,22 @@ const OpDef& kGroupedMatmul = declare({
     .composite = [](CompositeCall& c) {
       const Tensor &x = c.inputs[0], &w = c.inputs[1];
       DType cd = compute_dtype(x.dtype());
-      // Every row through every expert, [E, T, N], then each row's own.
+      // Every row through every expert, [E, T, N], then each row's own;
+      // padding rows (group E) read expert E - 1 and are zeroed.
       Tensor all = matmul(x.to(cd).unsqueeze(0), w.to(cd), false, c.attrs.b("transpose_w"));
-      Tensor ids = group_ids(c.inputs[2], x.dim(0)).reshape({1, x.dim(0), 1});
-      Tensor pick = gather(all, 0, ids.expand({1, x.dim(0), all.dim(2)}));
-      c.outputs = {pick.squeeze(0).to(x.dtype())};
+      const int64_t experts = w.dim(0);
+      Tensor group = group_ids(c.inputs[2], x.dim(0));
+      Tensor ids = minimum(group, scalar(double(experts - 1), DType::i64, x.device()))
+                       .reshape({1, x.dim(0), 1});
+      Tensor pick = gather(all, 0, ids.expand({1, x.dim(0), all.dim(2)})).squeeze(0);
+      Tensor used = lt(group, scalar(double(experts), DType::i64, x.device())).unsqueeze(1);
+      c.outputs = {where(used, pick, zeros_like(pick)).to(x.dtype())};
     },
 });
 
 // a [T, P], b [T, Q], group_sizes [E] -> [E, P, Q] with out[e] = a_e^T b_e,
-// a_e and b_e the rows of group e (zeros for an empty group).
+// a_e and b_e the rows of group e (zeros for an empty group; padding rows
+// past the last group count for none).
 const OpDef& kWeightGrad = declare({
     .name = "grouped_matmul_weight_grad",
     .num_inputs = 3,

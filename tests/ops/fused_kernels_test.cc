@@ -436,11 +436,12 @@ TEST(LinearCrossEntropy, RejectsBadInputs) {
 struct GroupCase {
   std::vector<int64_t> sizes;
   int64_t k, n;
+  int64_t padding = 0;  // rows past the last group
 };
 
 std::vector<Tensor> group_inputs(const GroupCase& c, bool transpose_w, DType dt, uint64_t seed,
                                  DType size_dtype = DType::i64) {
-  int64_t rows = 0;
+  int64_t rows = c.padding;
   for (int64_t s : c.sizes) rows += s;
   int64_t e = int64_t(c.sizes.size());
   Shape ws = transpose_w ? Shape{e, c.n, c.k} : Shape{e, c.k, c.n};
@@ -464,6 +465,9 @@ const GroupCase kGroupCases[] = {
     {{130, 1, 64, 70}, 16, 24},  // groups over several row blocks
     {random_sizes(16, 20, 1), 12, 20},
     {random_sizes(64, 5, 2), 8, 16},
+    {{3, 0, 2}, 4, 5, 7},       // padding rows (an expert-parallel receive buffer)
+    {{0, 0}, 3, 2, 4},          // only padding
+    {{70, 5}, 8, 6, 100},       // padding over several row blocks
 };
 
 TEST(GroupedMatmul, MatchesCompositeForwardAndBackward) {
@@ -537,9 +541,24 @@ TEST(GroupedMatmul, RejectsBadInputs) {
   auto run = [&](std::vector<int64_t> sizes) {
     grouped_matmul(x, w, from_vector(sizes, {2})).to_vector<float>();
   };
-  EXPECT_THROW(run({2, 2}), Error);
+  EXPECT_THROW(run({3, 3}), Error);  // more than the rows
   EXPECT_THROW(run({6, -1}), Error);
   EXPECT_NO_THROW(run({5, 0}));
+  EXPECT_NO_THROW(run({2, 2}));  // one padding row
+}
+
+// Padding rows give zeros, and neither they nor their cotangents reach the
+// weight's gradient.
+TEST(GroupedMatmul, PaddingRowsAreZeroAndAddNoGradient) {
+  GroupCase c{{2, 3}, 4, 3, 5};
+  std::vector<Tensor> in = group_inputs(c, true, DType::f64, 9);
+  Tensor y = grouped_matmul(in[0], in[1], in[2]);
+  EXPECT_TRUE(all_close(y.slice(0, 5, 10), zeros({5, 3}, DType::f64), 0, 0));
+  Tensor b = random_tensor({10, 3}, DType::f64, 10);
+  Tensor g = apply1(ir::get_op("grouped_matmul_weight_grad"), {b, in[0], in[2]});
+  Tensor g_used = apply1(ir::get_op("grouped_matmul_weight_grad"),
+                         {b.slice(0, 0, 5), in[0].slice(0, 0, 5), from_vector<int64_t>({2, 3}, {2})});
+  EXPECT_TRUE(all_close(g, g_used, 1e-12, 1e-12));
 }
 
 TEST(FusedOps, HalfPrecision) {
