@@ -163,6 +163,68 @@ Launched all_to_all_launch(const KernelArgs& a) {
   return l;
 }
 
+// An i64 [n] tensor's values.
+std::vector<int64_t> rows_of(const TensorRef& t) {
+  const auto* p = static_cast<const int64_t*>(t.data);
+  return {p, p + t.numel()};
+}
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+// Every rank learns what its peers will send it and compares that with
+// what it expects; then all learn who disagreed, so they fail together
+// rather than leave some waiting in the exchange.
+void check_rows_agree(ProcessGroup& g, const std::vector<int64_t>& send,
+                      const std::vector<int64_t>& recv) {
+  const int n = g.size();
+  std::vector<int64_t> ones(static_cast<size_t>(n), 1), sent(static_cast<size_t>(n));
+  g.all_to_all(send.data(), ones, sent.data(), ones, DType::i64).wait();
+  int32_t mine = sent != recv, any = 0;
+  std::vector<int32_t> flags(static_cast<size_t>(n));
+  g.all_gather(&mine, flags.data(), 1, DType::i32).wait();
+  std::string who;
+  for (int r = 0; r < n; ++r)
+    if (flags[size_t(r)]) {
+      who += (who.empty() ? "" : ",") + std::to_string(g.world_ranks()[size_t(r)]);
+      any = 1;
+    }
+  KILN_CHECK(!any, "all_to_all_v over ", g.describe(), ": the ranks disagree on the rows they "
+             "exchange (token counts); world ranks ", who, " expect other counts than their "
+             "peers send. This rank expects rows ", list_text(recv), " from group ranks 0..",
+             n - 1, ", which send it ", list_text(sent));
+}
+
+Launched all_to_all_v_launch(const KernelArgs& a) {
+  Call c = group_for(a);
+  const TensorRef &in = a.in[0], &out = a.out[0];
+  const std::vector<int64_t> send = rows_of(a.in[1]), recv = rows_of(a.in[2]);
+  int64_t sent = 0, received = 0;
+  for (size_t j = 0; j < send.size(); ++j) {
+    KILN_CHECK(send[j] >= 0 && recv[j] >= 0, "all_to_all_v: negative row counts (send ",
+               list_text(send), ", receive ", list_text(recv), ")");
+    sent += send[j], received += recv[j];
+  }
+  KILN_CHECK(sent <= in.shape[0], "all_to_all_v: sends ", sent, " rows (", list_text(send),
+             ") of an input of ", in.shape[0]);
+  KILN_CHECK(received <= out.shape[0], "all_to_all_v: receives ", received, " rows (",
+             list_text(recv), ") into an output of ", out.shape[0]);
+  check_rows_agree(*c.group, send, recv);
+  int64_t row = 1;  // elements per row
+  for (int i = 1; i < out.rank(); ++i) row *= out.shape[i];
+  std::vector<int64_t> send_elements, recv_elements;
+  for (size_t j = 0; j < send.size(); ++j)
+    send_elements.push_back(send[j] * row), recv_elements.push_back(recv[j] * row);
+  const size_t width = itemsize(out.dtype);
+  std::memset(static_cast<char*>(out.data) + received * row * width, 0,
+              size_t((out.shape[0] - received) * row) * width);
+  return launched(c, c.group->all_to_all(in.data, send_elements, out.data, recv_elements,
+                                         in.dtype));
+}
+
 Launched broadcast_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
@@ -242,6 +304,7 @@ const KernelRegistrar registrations[] = {
     {DeviceKind::cpu, "reduce_scatter_start", {start<reduce_scatter_launch>, false}},
     {DeviceKind::cpu, "all_to_all", {blocking<all_to_all_launch>, false}},
     {DeviceKind::cpu, "all_to_all_start", {start<all_to_all_launch>, false}},
+    {DeviceKind::cpu, "all_to_all_v", {blocking<all_to_all_v_launch>, false}},
     {DeviceKind::cpu, "broadcast", {blocking<broadcast_launch>, false}},
     {DeviceKind::cpu, "broadcast_start", {start<broadcast_launch>, false}},
     {DeviceKind::cpu, "reduce", {blocking<reduce_launch>, false}},

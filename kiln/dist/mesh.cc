@@ -15,7 +15,11 @@
 namespace kiln::dist {
 namespace {
 
-constexpr const char* kDimNames[] = {"dp_replicate", "dp_shard", "tp"};
+// The mesh's own dimensions, outermost first, and the flattened ones.
+constexpr const char* kDimNames[] = {"dp_replicate", "efsdp", "ep", "tp"};
+constexpr int kDims = 4;
+const std::vector<std::pair<std::string_view, std::vector<int>>> kFlattened = {
+    {"dp_shard", {1, 2}}, {"dp", {0, 1, 2}}};
 
 // Every rank's host, as small ids (equal: same host), from the hostnames.
 std::vector<int> hosts_of(ProcessGroup& world) {
@@ -42,7 +46,7 @@ MeshLayout::MeshLayout(const MeshDegrees& d, int world_size, std::span<const int
   KILN_CHECK(int(host_of_rank.size()) == world_size, "device mesh: ", host_of_rank.size(),
              " host ids for ", world_size, " ranks");
   int64_t rep = d.data_parallel_replicate_degree, shard = d.data_parallel_shard_degree,
-          tp = d.tensor_parallel_degree;
+          tp = d.tensor_parallel_degree, ep = d.expert_parallel_degree;
   KILN_CHECK(rep >= 1, "--parallelism.data_parallel_replicate_degree is ", rep,
              "; it must be >= 1");
   KILN_CHECK(tp >= 1, "--parallelism.tensor_parallel_degree is ", tp, "; it must be >= 1");
@@ -61,7 +65,12 @@ MeshLayout::MeshLayout(const MeshDegrees& d, int world_size, std::span<const int
              " (mpirun -n); make the product ", world_size,
              ", or set --parallelism.data_parallel_shard_degree=-1 to use the ranks the others "
              "leave");
-  sizes_ = {rep, shard, tp};
+  KILN_CHECK(ep >= 1, "--parallelism.expert_parallel_degree is ", ep, "; it must be >= 1");
+  KILN_CHECK(shard % ep == 0, "device mesh: expert_parallel_degree ", ep,
+             " does not divide data_parallel_shard_degree ", shard,
+             ": expert parallelism borrows its ranks from the FSDP (dp_shard) ranks, as in "
+             "TorchTitan; choose an expert degree that divides ", shard);
+  sizes_ = {rep, shard / ep, ep, tp};
 
   // Hosts in the order of their lowest rank, ranks host by host (in rank
   // order within a host): consecutive positions share a host.
@@ -77,19 +86,23 @@ MeshLayout::MeshLayout(const MeshDegrees& d, int world_size, std::span<const int
 }
 
 std::vector<int> MeshLayout::dims_of(std::string_view dim) const {
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < kDims; ++i)
     if (dim == kDimNames[i]) return {i};
-  if (dim == "dp") return {0, 1};
-  std::vector<std::string> names{"dp_replicate", "dp_shard", "tp", "dp"};
+  for (const auto& [name, dims] : kFlattened)
+    if (dim == name) return dims;
+  std::vector<std::string> names{"dp_replicate", "dp_shard", "efsdp", "ep", "tp", "dp"};
   fail("device mesh has no dimension '", dim, "' (did you mean '", nearest(dim, names),
-       "'?); its dimensions are dp_replicate, dp_shard, tp, and dp (dp_replicate x dp_shard)");
+       "'?); its dimensions are dp_replicate, dp_shard (efsdp x ep), tp, and dp "
+       "(dp_replicate x dp_shard)");
 }
 
 std::vector<int64_t> MeshLayout::coordinates(int world_rank) const {
   KILN_CHECK(world_rank >= 0 && world_rank < world_size(), "device mesh: rank ", world_rank,
              " is not in a world of ", world_size());
   int64_t pos = position_of_[size_t(world_rank)];
-  return {pos / (sizes_[1] * sizes_[2]), pos / sizes_[2] % sizes_[1], pos % sizes_[2]};
+  std::vector<int64_t> c(kDims);
+  for (int i = kDims - 1; i >= 0; --i) c[size_t(i)] = pos % sizes_[size_t(i)], pos /= sizes_[size_t(i)];
+  return c;
 }
 
 int64_t MeshLayout::size(std::string_view dim) const {
@@ -109,7 +122,7 @@ std::pair<int, int> MeshLayout::split_of(int world_rank, std::string_view dim) c
   std::vector<int> in = dims_of(dim);
   std::vector<int64_t> c = coordinates(world_rank);
   int64_t color = 0;
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < kDims; ++i)
     if (std::find(in.begin(), in.end(), i) == in.end())
       color = color * sizes_[size_t(i)] + c[size_t(i)];
   return {int(color), int(coordinate(world_rank, dim))};
@@ -126,14 +139,16 @@ std::vector<int> MeshLayout::group_of(int world_rank, std::string_view dim) cons
 }
 
 std::string MeshLayout::describe() const {
-  return cat("dp_replicate ", sizes_[0], " x dp_shard ", sizes_[1], " x tp ", sizes_[2]);
+  return cat("dp_replicate ", sizes_[0], " x dp_shard ", sizes_[1] * sizes_[2],
+             sizes_[2] > 1 ? cat(" (efsdp ", sizes_[1], " x ep ", sizes_[2], ")") : "", " x tp ",
+             sizes_[3]);
 }
 
 DeviceMesh::DeviceMesh(std::shared_ptr<ProcessGroup> world, const MeshDegrees& degrees)
     : world_(std::move(world)),
       rank_(world_->rank()),
       layout_(degrees, world_->size(), hosts_of(*world_)) {
-  for (const char* dim : {"dp_replicate", "dp_shard", "tp", "dp"}) {
+  for (const char* dim : {"dp_replicate", "dp_shard", "efsdp", "ep", "tp", "dp"}) {
     auto [color, key] = layout_.split_of(world_->rank(), dim);
     groups_.emplace_back(dim, world_->split(color, key, dim));
   }

@@ -3,10 +3,16 @@
 // group per dimension. Dimensions, outermost first:
 //   dp_replicate  HSDP replicas (all_reduce of gradients, once a step)
 //   dp_shard      FSDP shards (all_gather of parameters, reduce_scatter of
-//                 gradients, every layer)
+//                 gradients, every layer), itself efsdp x ep:
+//     efsdp       the FSDP shards of the expert parameters (ranks holding
+//                 the same experts)
+//     ep          expert parallelism (the experts split over it; tokens
+//                 exchanged with all_to_all in every MoE layer)
 //   tp            tensor parallelism (activations, several times a layer)
 // and "dp", dp_replicate x dp_shard flattened: the data-parallel ranks a
-// global batch is split across. Dimensions of size 1 exist too; their
+// global batch is split across. Expert parallelism borrows its ranks from
+// dp_shard, as in TorchTitan: they still take their own share of the batch
+// and shard the dense parameters. Dimensions of size 1 exist too; their
 // collectives are copies.
 //
 // Topology-aware order: mesh positions are numbered row-major (tp
@@ -29,6 +35,7 @@ struct MeshDegrees {
   int64_t data_parallel_replicate_degree = 1;
   int64_t data_parallel_shard_degree = -1;  // -1: the ranks the others leave
   int64_t tensor_parallel_degree = 1;
+  int64_t expert_parallel_degree = 1;  // must divide the dp_shard degree
 };
 
 // Which rank sits where, without any process group (so it is testable in
@@ -49,13 +56,14 @@ class MeshLayout {
   // Process-group split arguments of world_rank's group along dim: the
   // group's number (color) and world_rank's rank in it (key).
   std::pair<int, int> split_of(int world_rank, std::string_view dim) const;
-  std::string describe() const;  // "dp_replicate 1 x dp_shard 2 x tp 2"
+  // "dp_replicate 1 x dp_shard 2 x tp 2", "... x dp_shard 4 (efsdp 2 x ep 2) x ...".
+  std::string describe() const;
 
  private:
   std::vector<int> dims_of(std::string_view dim) const;  // indices into sizes_
   std::vector<int64_t> coordinates(int world_rank) const;
 
-  std::vector<int64_t> sizes_;    // dp_replicate, dp_shard, tp
+  std::vector<int64_t> sizes_;    // dp_replicate, efsdp, ep, tp
   std::vector<int> ranks_;        // position -> world rank
   std::vector<int> position_of_;  // world rank -> position
 };
@@ -72,7 +80,8 @@ class DeviceMesh {
 
   const MeshLayout& layout() const { return layout_; }
   ProcessGroup& world() const;
-  // The group of this rank along dim ("dp_replicate", "dp_shard", "tp", "dp").
+  // The group of this rank along dim ("dp_replicate", "dp_shard", "efsdp",
+  // "ep", "tp", "dp").
   ProcessGroup& group(std::string_view dim) const;
   int64_t size(std::string_view dim) const { return layout_.size(dim); }
   int64_t coordinate(std::string_view dim) const;

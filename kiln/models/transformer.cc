@@ -151,14 +151,15 @@ Tensor TransformerModel::scan_layers(const Tensor& x, const RopeTables& rope,
         Tensor doc = doc_ids.defined() ? a[np + 3] : Tensor();
         nn::Routing rt;
         std::vector<Tensor> out{block.forward(a[0], iteration_rope, doc, &rt)};
-        if (moe) out.insert(out.end(), {rt.probs, rt.indices, rt.weights, rt.counts});
+        if (moe) out.insert(out.end(), {rt.probs, rt.indices, rt.weights, rt.counts, rt.dropped});
         return out;
       },
       {x}, stacked, invariants);
   if (moe && routing)
     for (int64_t l = 0; l < int64_t(layers.size()); ++l) {
       auto layer_slice = [&](size_t k) { return r.ys[k].slice(0, l, l + 1).squeeze(0); };
-      routing->push_back({layer_slice(0), layer_slice(1), layer_slice(2), layer_slice(3)});
+      routing->push_back(
+          {layer_slice(0), layer_slice(1), layer_slice(2), layer_slice(3), layer_slice(4)});
     }
   return r.carries[0];
 }

@@ -1,6 +1,7 @@
 #include "kiln/nn/moe.h"
 
 #include "kiln/base/error.h"
+#include "kiln/nn/token_dispatcher.h"
 #include "kiln/ops/compute_dtype.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/indexing.h"
@@ -31,12 +32,21 @@ MoE::MoE(const MoEConfig& c, DType dtype)
     : config(c),
       experts(c.n_experts, c.dim, c.ffn_dim, dtype),
       gate(c.n_experts, c.dim, dtype),
-      run_experts_(moe_impls().get(c.impl)) {
+      run_experts_(moe_impls().get(c.impl)),
+      dispatcher_(local_dispatcher()) {
   KILN_CHECK(c.n_experts > 0 && c.top_k > 0 && c.top_k <= c.n_experts && c.ffn_dim > 0,
              "MoE: needs 0 < top_k <= n_experts and ffn_dim > 0; got top_k ", c.top_k,
              ", n_experts ", c.n_experts, ", ffn_dim ", c.ffn_dim);
   register_module("experts", &experts);
   register_module("gate", &gate);
+}
+
+void MoE::set_dispatcher(std::shared_ptr<const TokenDispatcher> d) {
+  KILN_CHECK(d, "MoE: no token dispatcher");
+  KILN_CHECK(config.impl != "composite" || d->describe() == "local",
+             "MoE: moe_impl composite runs every expert on every token of this rank, so it "
+             "cannot use the ", d->describe(), " token dispatcher; use --model.moe_impl grouped");
+  dispatcher_ = std::move(d);
 }
 
 Routing MoE::route(const Tensor& x) const {

@@ -7,6 +7,7 @@
 // "experts.down_proj" [E, dim, ffn]. (Hub checkpoints store each expert as
 // experts.{e}.{gate,up,down}_proj.weight; loaders stack them.)
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct Routing {
   Tensor indices;  // [T, top_k] i64, chosen experts, highest score first
   Tensor weights;  // [T, top_k] in x's dtype (renormalised if norm_topk_prob)
   Tensor counts;   // [E] i64, tokens routed to each expert (sums to T * top_k)
+  Tensor dropped;  // i64 scalar: assignments the token dispatcher dropped (capacity)
 };
 
 class Experts : public Module {
@@ -42,11 +44,12 @@ class Router : public Module {
 };
 
 class MoE;
+class TokenDispatcher;
 
 // The experts' part of the block: x [T, dim] and the router's decisions ->
 // [T, dim], the sum of each token's top_k experts' outputs weighted by
-// r.weights. Implementations: kiln/nn/components/moe_*.cc.
-using ExpertsFn = std::function<Tensor(const MoE& moe, const Tensor& x, const Routing& r)>;
+// r.weights; sets r.dropped. Implementations: kiln/nn/components/moe_*.cc.
+using ExpertsFn = std::function<Tensor(const MoE& moe, const Tensor& x, Routing& r)>;
 ComponentRegistry<ExpertsFn>& moe_impls();
 
 class MoE : public Module {
@@ -59,12 +62,18 @@ class MoE : public Module {
   // The router alone, for x [T, dim].
   Routing route(const Tensor& x) const;
 
+  // How tokens reach the experts (token_dispatcher.h): local until a
+  // parallelism plan sets another, after slicing `experts` to this rank's.
+  const TokenDispatcher& dispatcher() const { return *dispatcher_; }
+  void set_dispatcher(std::shared_ptr<const TokenDispatcher> d);
+
   MoEConfig config;
   Experts experts;  // "experts.*", registered first as in HF
   Router gate;      // "gate.weight"
 
  private:
   ExpertsFn run_experts_;
+  std::shared_ptr<const TokenDispatcher> dispatcher_;
 };
 
 // HF's load_balancing_loss_func (Switch Transformer), without an attention

@@ -214,6 +214,36 @@ const OpDef& kAllToAll = declare_collective({
     .side_effects = true,
 });
 
+// One input beyond x's, so it has no "_start" twin: the compiler schedules
+// it where it stands.
+const OpDef& kAllToAllV = declare({
+    .name = "all_to_all_v",
+    .num_inputs = 3,
+    .attrs = group_attrs({{"out_rows", AttrKind::int_, std::nullopt}}),
+    .infer = [](auto in, const Attrs& a) {
+      int64_t n = check_group("all_to_all_v", a);
+      const TypeInfo& x = in[0];
+      KILN_CHECK(!x.shape.empty(), "all_to_all_v: x must have rows (rank >= 1), got ",
+                 ir::to_string(x));
+      for (int i : {1, 2})
+        KILN_CHECK(in[i].dtype == DType::i64 && in[i].shape == Shape{n}, "all_to_all_v: ",
+                   i == 1 ? "send_rows" : "recv_rows", " must be an i64 [", n,
+                   "] tensor (rows per rank of the group), got ", ir::to_string(in[i]));
+      KILN_CHECK(a.i("out_rows") >= 0, "all_to_all_v: out_rows is ", a.i("out_rows"));
+      TypeInfo out = x;
+      out.shape[0] = a.i("out_rows");
+      return std::vector<TypeInfo>{out};
+    },
+    .fusion = ir::FusionClass::collective,
+    // What moves depends on the data: costed as if every row left the rank.
+    .cost = [](auto in, auto, const Attrs& a) { return comm_cost(in[0], ring_fraction(a), false); },
+    .vjp = [](VjpCall& c) {
+      c.grads[0] = all_to_all_v(c.cot(0), c.inputs[2], c.inputs[1], c.inputs[0].dim(0),
+                                axis_of(c.attrs));
+    },
+    .side_effects = true,
+});
+
 const OpDef& kBroadcast = declare_collective({
     .name = "broadcast",
     .attrs = group_attrs({{"root", AttrKind::int_, std::nullopt}}),
@@ -281,6 +311,13 @@ Tensor all_to_all(const Tensor& x, int64_t split_dim, int64_t concat_dim, const 
   a.set("split_dim", split_dim);
   a.set("concat_dim", concat_dim);
   return apply1(ops::kAllToAll, {x}, a);
+}
+
+Tensor all_to_all_v(const Tensor& x, const Tensor& send_rows, const Tensor& recv_rows,
+                    int64_t out_rows, const MeshAxis& axis) {
+  ir::Attrs a = ops::group_attrs_of(axis);
+  a.set("out_rows", out_rows);
+  return apply1(ops::kAllToAllV, {x, send_rows, recv_rows}, a);
 }
 
 Tensor broadcast(const Tensor& x, int64_t root, const MeshAxis& axis) {

@@ -40,6 +40,16 @@ Tensor reduce_scatter(const Tensor& x, int64_t scatter_dim, const MeshAxis& axis
 // order. split_dim must divide by axis.size.
 Tensor all_to_all(const Tensor& x, int64_t split_dim, int64_t concat_dim, const MeshAxis& axis);
 
+// The variable-size exchange (MPI_Alltoallv): x's rows (dim 0) in rank
+// order, send_rows[j] of them for rank j (the rest unsent); the result has
+// `out_rows` rows, recv_rows[p] from rank p in rank order, then zero rows.
+// send_rows and recv_rows are i64 [axis.size] tensors (data, so the shapes
+// stay static and the op traces); each rank's recv_rows must be what its
+// peers send it, or every rank fails naming the ranks that disagree. Its
+// vjp sends the cotangent's rows back (recv_rows and send_rows swapped).
+Tensor all_to_all_v(const Tensor& x, const Tensor& send_rows, const Tensor& recv_rows,
+                    int64_t out_rows, const MeshAxis& axis);
+
 // Every rank gets rank `root`'s x.
 Tensor broadcast(const Tensor& x, int64_t root, const MeshAxis& axis);
 

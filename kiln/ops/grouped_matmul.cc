@@ -21,18 +21,6 @@ void check_group_sizes(const char* op, const TypeInfo& sizes, int64_t experts) {
              "got ", ir::to_string(sizes));
 }
 
-// The group of each of `rows` rows, [rows] i64: the number of groups that
-// end at or before the row.
-Tensor group_ids(const Tensor& sizes, int64_t rows) {
-  Device dev = sizes.device();
-  int64_t experts = sizes.dim(0);
-  Tensor e = arange(0, double(experts), 1, DType::i64, dev);
-  Tensor upto = le(e.unsqueeze(0), e.unsqueeze(1));  // [e, e']: e' <= e
-  Tensor ends = sum(where(upto, sizes.to(DType::i64).unsqueeze(0), scalar(0, DType::i64, dev)), {1});
-  Tensor r = arange(0, double(rows), 1, DType::i64, dev);
-  return sum(le(ends.unsqueeze(0), r.unsqueeze(1)).to(DType::i64), {1});
-}
-
 const OpDef& kGroupedMatmul = declare({
     .name = "grouped_matmul",
     .num_inputs = 3,
@@ -72,7 +60,7 @@ const OpDef& kGroupedMatmul = declare({
       // padding rows (group E) read expert E - 1 and are zeroed.
       Tensor all = matmul(x.to(cd).unsqueeze(0), w.to(cd), false, c.attrs.b("transpose_w"));
       const int64_t experts = w.dim(0);
-      Tensor group = group_ids(c.inputs[2], x.dim(0));
+      Tensor group = segment_ids(c.inputs[2], x.dim(0));
       Tensor ids = minimum(group, scalar(double(experts - 1), DType::i64, x.device()))
                        .reshape({1, x.dim(0), 1});
       Tensor pick = gather(all, 0, ids.expand({1, x.dim(0), all.dim(2)})).squeeze(0);
@@ -116,7 +104,7 @@ const OpDef& kWeightGrad = declare({
       DType cd = compute_dtype(a.dtype());
       int64_t experts = sizes.dim(0);
       // member[e, t]: row t belongs to group e.
-      Tensor member = eq(group_ids(sizes, a.dim(0)).unsqueeze(0),
+      Tensor member = eq(segment_ids(sizes, a.dim(0)).unsqueeze(0),
                          arange(0, double(experts), 1, DType::i64, a.device()).unsqueeze(1));
       Tensor masked = a.to(cd).t().unsqueeze(0) * member.to(cd).unsqueeze(1);  // [E, P, T]
       c.outputs = {matmul(masked, b.to(cd)).to(a.dtype())};

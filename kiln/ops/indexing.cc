@@ -1,6 +1,8 @@
 #include "kiln/ops/indexing.h"
 
 #include "kiln/ops/declare.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {
@@ -177,5 +179,25 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 Tensor one_hot(const Tensor& ids, int64_t num_classes, DType dtype) {
   return apply1(ops::kOneHot, {ids}, {{"num_classes", num_classes}, {"dtype", dtype}});
 }
+
+namespace {
+
+// sum over j of sizes[j] where j `before` i (a comparison of j with i), [n].
+Tensor running_sum(const Tensor& sizes, Tensor (*before)(const Tensor&, const Tensor&)) {
+  Device dev = sizes.device();
+  Tensor e = arange(0, double(sizes.dim(0)), 1, DType::i64, dev);
+  Tensor upto = before(e.unsqueeze(0), e.unsqueeze(1));  // [i, j]: j before i
+  return sum(where(upto, sizes.to(DType::i64).unsqueeze(0), scalar(0, DType::i64, dev)), {1});
+}
+
+}  // namespace
+
+Tensor segment_ids(const Tensor& sizes, int64_t rows) {
+  Tensor ends = running_sum(sizes, le);
+  Tensor r = arange(0, double(rows), 1, DType::i64, sizes.device());
+  return sum(le(ends.unsqueeze(0), r.unsqueeze(1)).to(DType::i64), {1});
+}
+
+Tensor segment_starts(const Tensor& sizes) { return running_sum(sizes, lt); }
 
 }  // namespace kiln

@@ -33,4 +33,14 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 // ids.shape + [num_classes], 1 at each id's class and 0 elsewhere.
 Tensor one_hot(const Tensor& ids, int64_t num_classes, DType dtype = DType::f32);
 
+// Consecutive segments of sizes[0], sizes[1], ... rows (sizes: 1-D, i32 or
+// i64, non-negative): the segment of each of `rows` rows, [rows] i64, with
+// sizes.dim(0) for rows past the last segment. Composed of comparisons, so
+// it traces (no host read of the sizes); O(rows x segments).
+Tensor segment_ids(const Tensor& sizes, int64_t rows);
+
+// Where each segment starts: the exclusive running sum of `sizes` (1-D,
+// i32 or i64), [n] i64. O(n^2) comparisons, for the few segments of experts.
+Tensor segment_starts(const Tensor& sizes);
+
 }  // namespace kiln

@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "kiln/kiln.h"
+#include "kiln/nn/token_dispatcher.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/support.h"
 
@@ -51,8 +52,11 @@ TEST(MoE, ParameterNamesAndShapes) {
 }
 
 // Per token: softmax of the router logits, the top_k largest, optionally
-// renormalised, and sum_k w_k * down_e(silu(gate_e x) * up_e x).
-Vec reference(const MoE& m, const Vec& x, int64_t T, std::vector<int64_t>* counts) {
+// renormalised, and sum_k w_k * down_e(silu(gate_e x) * up_e x). With a
+// `capacity`, an expert takes only its first `capacity` assignments in
+// token order (the capacity dispatcher's policy); `dropped` counts the rest.
+Vec reference(const MoE& m, const Vec& x, int64_t T, std::vector<int64_t>* counts,
+              int64_t capacity = -1, int64_t* dropped = nullptr) {
   const MoEConfig& c = m.config;
   const int64_t D = c.dim, F = c.ffn_dim, E = c.n_experts;
   Vec router = m.gate.weight.to_vector<double>(), gu = m.experts.gate_up_proj.to_vector<double>(),
@@ -77,6 +81,10 @@ Vec reference(const MoE& m, const Vec& x, int64_t T, std::vector<int64_t>* count
     for (int64_t k = 0; k < c.top_k; ++k) wsum += p[idx[k]];
     for (int64_t k = 0; k < c.top_k; ++k) {
       int64_t e = idx[k];
+      if (capacity >= 0 && (*counts)[e] >= capacity) {
+        ++(*counts)[e], ++*dropped;
+        continue;
+      }
       ++(*counts)[e];
       double w = c.norm_topk_prob ? p[e] / wsum : p[e];
       Vec h(static_cast<size_t>(F));
@@ -111,6 +119,38 @@ TEST(MoE, MatchesLoopReference) {
     }
 }
 
+// The capacity dispatcher at ep 1: static shapes, the same outputs as the
+// loop with nothing dropped, and the documented drops below capacity.
+TEST(MoE, CapacityDispatcherKeepsTheFirstAssignmentsOfEachExpert) {
+  const int64_t T = 21, N = T * 2;  // top_k 2 of 5 experts
+  for (double factor : {5.0, 1.0, 0.5}) {
+    auto m = make(small(true, "grouped"), 21);
+    m->set_dispatcher(capacity_dispatcher({"ep", 1}, factor));
+    Generator g(4);
+    Tensor x = randn({3, 7, 6}, g, DType::f64);
+    Routing r;
+    Tensor y = m->forward(x, &r);
+    const int64_t capacity = int64_t(std::ceil(factor * double(N) / 5));
+    std::vector<int64_t> counts;
+    int64_t dropped = 0;
+    Vec ref = reference(*m, x.to_vector<double>(), T, &counts, capacity, &dropped);
+    EXPECT_TRUE(all_close(y.to_vector<double>(), ref, 1e-10, 1e-12)) << factor;
+    EXPECT_EQ(r.dropped.item<int64_t>(), dropped) << factor;
+    EXPECT_EQ(r.counts.to_vector<int64_t>(), counts) << "counts are the router's, drops included";
+    if (factor == 5.0) EXPECT_EQ(dropped, 0);
+    if (factor == 0.5) EXPECT_GT(dropped, 0);
+  }
+}
+
+TEST(MoE, CompositeRefusesADispatcher) {
+  MoE m(small(true, "composite"));
+  EXPECT_THROW(m.set_dispatcher(capacity_dispatcher({"ep", 1}, 1.0)), Error);
+  EXPECT_NO_THROW(m.set_dispatcher(local_dispatcher()));
+  EXPECT_THROW(make_dispatcher("local", {"ep", 2}, 1.0), Error);
+  EXPECT_THROW(make_dispatcher("ring", {"ep", 1}, 1.0), Error);
+  EXPECT_THROW(capacity_dispatcher({"ep", 1}, 0.0), Error);
+}
+
 TEST(MoE, RoutingWeightsAndCounts) {
   for (bool norm : {true, false}) {
     auto m = make(small(norm), 3, DType::f32);
@@ -138,12 +178,16 @@ TEST(MoE, RoutingWeightsAndCounts) {
 }
 
 TEST(MoE, Gradients) {
-  for (const std::string& impl : moe_impls().names()) {
-    MoEConfig c = small(true, impl);  // smaller: finite differences cost 2 runs per element
+  // Capacity 0.5: some assignments dropped (their gradient is zero).
+  std::vector<std::pair<std::string, double>> cases{{"capacity", 0.5}, {"capacity", 4.0}};
+  for (const std::string& impl : moe_impls().names()) cases.push_back({impl, 0});
+  for (const auto& [impl, factor] : cases) {
+    MoEConfig c = small(true, factor > 0 ? "grouped" : impl);  // smaller: finite differences cost 2 runs per element
     c.dim = 3;
     c.ffn_dim = 2;
     c.n_experts = 4;
     auto m = make(c, 5);
+    if (factor > 0) m->set_dispatcher(capacity_dispatcher({"ep", 1}, factor));
     Generator g(6);
     Tensor x = randn({4, 3}, g, DType::f64);
     std::vector<Tensor> args = m->parameters();
@@ -154,7 +198,7 @@ TEST(MoE, Gradients) {
           return m->forward(a.back());
         },
         args))
-        << impl;
+        << impl << " " << factor;
   }
 }
 

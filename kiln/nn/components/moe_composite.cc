@@ -12,7 +12,8 @@ namespace {
 
 // Every expert on every token: [E, T, *] intermediates, then the sum over
 // experts weighted by a dense [T, E] routing matrix (zeros off the top-k).
-Tensor dense_experts(const MoE& moe, const Tensor& x, const Routing& r) {
+Tensor dense_experts(const MoE& moe, const Tensor& x, Routing& r) {
+  r.dropped = scalar(0, DType::i64, x.device());
   const int64_t F = moe.config.ffn_dim;
   Tensor h = matmul(x.unsqueeze(0), moe.experts.gate_up_proj, false, true);  // [E, T, 2F]
   std::vector<Tensor> gu = split(h, {F, F}, -1);
