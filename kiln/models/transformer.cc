@@ -195,7 +195,8 @@ LMOutput CausalLM::forward(const Tensor& ids, const Tensor& targets,
   out.ce_loss = loss_(h, lm_head_weight(), t, ignore_index);
   out.loss = out.ce_loss;
   if (!routing.empty()) {
-    out.aux_loss = nn::load_balancing_loss(routing, config_.n_experts, config_.top_k);
+    out.aux_loss =
+        nn::load_balancing_loss(routing, config_.n_experts, config_.top_k, router_stats_mean);
     if (config_.router_aux_loss_coef != 0)
       out.loss = out.ce_loss + out.aux_loss.to(out.ce_loss.dtype()) * config_.router_aux_loss_coef;
     for (const nn::Routing& r : routing) out.expert_counts.push_back(r.counts);

@@ -109,6 +109,10 @@ class CausalLM : public nn::Module {
 
   TransformerModel model;
   std::unique_ptr<nn::Linear> lm_head;  // null when tie_embeddings
+  // The load-balancing loss's router statistics over every data-parallel
+  // rank's tokens (nn::load_balancing_loss); unset: this process's. A
+  // parallelism plan sets it.
+  nn::MeanOverRanks router_stats_mean;
 
  private:
   ModelConfig config_;

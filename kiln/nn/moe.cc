@@ -74,7 +74,8 @@ Tensor MoE::forward(const Tensor& x, Routing* routing) const {
   return out.reshape(x.shape());
 }
 
-Tensor load_balancing_loss(const std::vector<Routing>& layers, int64_t n_experts, int64_t top_k) {
+Tensor load_balancing_loss(const std::vector<Routing>& layers, int64_t n_experts, int64_t top_k,
+                           const MeanOverRanks& global_mean) {
   KILN_CHECK(!layers.empty(), "load_balancing_loss: no MoE layers");
   std::vector<Tensor> probs, indices;
   for (const Routing& r : layers) probs.push_back(r.probs), indices.push_back(r.indices);
@@ -84,6 +85,8 @@ Tensor load_balancing_loss(const std::vector<Routing>& layers, int64_t n_experts
              n_experts);
   Tensor tokens_per_expert = mean(one_hot(idx, n_experts, p.dtype()), {0});  // [k, E]
   Tensor prob_per_expert = mean(p, {0});                                     // [E]
+  if (global_mean)
+    tokens_per_expert = global_mean(tokens_per_expert), prob_per_expert = global_mean(prob_per_expert);
   return sum(tokens_per_expert * prob_per_expert) * double(n_experts);
 }
 

@@ -81,7 +81,10 @@ class MoE : public Module {
 // concatenated): n_experts * sum_e f_e * P_e, f_e the number of top-k
 // assignments to expert e per token, P_e the mean router probability of e.
 // Perfect balance gives top_k. Differentiable through P only. A scalar of
-// the probabilities' dtype.
-Tensor load_balancing_loss(const std::vector<Routing>& layers, int64_t n_experts, int64_t top_k);
+// the probabilities' dtype. `global_mean`, when given, turns f and P (means
+// over this process's tokens) into means over every data-parallel rank's.
+using MeanOverRanks = std::function<Tensor(const Tensor&)>;
+Tensor load_balancing_loss(const std::vector<Routing>& layers, int64_t n_experts, int64_t top_k,
+                           const MeanOverRanks& global_mean = {});
 
 }  // namespace kiln::nn

@@ -124,6 +124,11 @@ std::vector<Field> fields(TrainConfig& c) {
       {"parallelism", "context_parallel_degree", &c.parallelism.context_parallel_degree},
       {"parallelism", "pipeline_parallel_degree", &c.parallelism.pipeline_parallel_degree},
       {"parallelism", "expert_parallel_degree", &c.parallelism.expert_parallel_degree},
+      {"parallelism",
+       "expert_dispatcher",
+       &c.parallelism.expert_dispatcher,
+       {"auto", "local", "all_to_all", "capacity"}},
+      {"parallelism", "expert_capacity_factor", &c.parallelism.expert_capacity_factor},
 
       {"comm", "timeout_seconds", &c.comm.timeout_seconds},
 
@@ -533,6 +538,9 @@ void finalize(TrainConfig& c) {
         {"pipeline_parallel_degree", p.pipeline_parallel_degree},
         {"expert_parallel_degree", p.expert_parallel_degree}})
     KILN_CONFIG_CHECK(degree >= 1, cat("parallelism.", key), "must be at least 1, got ", degree);
+  KILN_CONFIG_CHECK(p.expert_capacity_factor > 0 && std::isfinite(p.expert_capacity_factor),
+                    "parallelism.expert_capacity_factor", "must be a positive number, got ",
+                    p.expert_capacity_factor);
   KILN_CONFIG_CHECK(c.comm.timeout_seconds > 0, "comm.timeout_seconds", "must be positive, got ",
                     c.comm.timeout_seconds);
   // The model's own consistency rules (heads, experts, ...) name its fields.

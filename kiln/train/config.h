@@ -146,9 +146,11 @@ struct CompileSection {
 
 // Mesh degrees as in TorchTitan (-1: whatever the others leave), for runs
 // started by `mpirun -n N kiln train`: their product is N. The trainer runs
-// data parallelism (dp_replicate x dp_shard: DDP, SimpleFSDP, HSDP) and
-// tensor parallelism, and refuses context, pipeline and expert degrees
-// above 1 (trainer.cc, check_supported).
+// data parallelism (dp_replicate x dp_shard: DDP, SimpleFSDP, HSDP), tensor
+// parallelism and expert parallelism (its ranks borrowed from dp_shard, as
+// in TorchTitan: expert_parallel_degree divides data_parallel_shard_degree),
+// and refuses context and pipeline degrees above 1 (trainer.cc,
+// check_supported).
 struct ParallelismSection {
   int64_t data_parallel_replicate_degree = 1;
   int64_t data_parallel_shard_degree = -1;
@@ -156,6 +158,12 @@ struct ParallelismSection {
   int64_t context_parallel_degree = 1;
   int64_t pipeline_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
+  // How MoE layers move tokens to their experts (kiln/nn/token_dispatcher.h):
+  // auto (local at expert degree 1, else all_to_all), local, all_to_all
+  // (dropless) or capacity (static shapes: expert_capacity_factor x the
+  // even share of slots per expert; the excess dropped and counted).
+  std::string expert_dispatcher = "auto";
+  double expert_capacity_factor = 1.25;
 };
 
 // Communication between the ranks of an mpirun job.

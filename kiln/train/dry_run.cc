@@ -37,8 +37,10 @@ std::vector<data::Batch> placeholder_batches(const TrainConfig& c, int64_t micro
 
 int implied_world_size(const TrainConfig& c) {
   const ParallelismSection& p = c.parallelism;
-  return int(p.data_parallel_replicate_degree * std::max<int64_t>(1, p.data_parallel_shard_degree) *
-             p.tensor_parallel_degree);
+  // An unset dp_shard degree takes at least the expert degree's ranks.
+  const int64_t shard = p.data_parallel_shard_degree == -1 ? p.expert_parallel_degree
+                                                           : p.data_parallel_shard_degree;
+  return int(p.data_parallel_replicate_degree * shard * p.tensor_parallel_degree);
 }
 
 DryRun dry_run(const TrainConfig& c, int world_size) {

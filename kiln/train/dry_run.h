@@ -19,13 +19,14 @@
 namespace kiln::train {
 
 // The ranks the parallelism degrees ask for: their product, a
-// data_parallel_shard_degree of -1 counting as 1 (the fewest ranks it takes).
+// data_parallel_shard_degree of -1 counting as the expert degree (the
+// fewest ranks it takes: expert parallelism borrows dp_shard's ranks).
 int implied_world_size(const TrainConfig& config);
 
 struct ParamPlan {
   std::string name;
   Shape full;   // the model's
-  Shape local;  // rank 0's master shard: its tp slice, then its dp_shard rows (padded)
+  Shape local;  // rank 0's master shard: its tp slice or experts, then its FSDP rows (padded)
 };
 
 struct DryRun {

@@ -13,14 +13,18 @@ int64_t shard_rows(int64_t rows, int64_t n) { return (rows + n - 1) / n; }
 }  // namespace
 
 ParamDistribution::ParamDistribution(std::shared_ptr<dist::DeviceMesh> mesh,
-                                     std::vector<Shape> full_shapes, TensorParallelPlan tp)
-    : mesh_(std::move(mesh)), full_shapes_(std::move(full_shapes)), tp_(std::move(tp)) {
+                                     const std::vector<Shape>& full_shapes, TensorParallelPlan tp,
+                                     ExpertParallelPlan ep)
+    : mesh_(std::move(mesh)), tp_(std::move(tp)), ep_(std::move(ep)) {
   KILN_CHECK(mesh_, "data parallelism: no device mesh");
   shard_.size = mesh_->size("dp_shard");
+  efsdp_.size = mesh_->size("efsdp");
   replicate_.size = mesh_->size("dp_replicate");
   dp_.size = mesh_->size("dp");
   shard_rank_ = mesh_->coordinate("dp_shard");
-  for (const Shape& s : full_shapes_)
+  efsdp_rank_ = mesh_->coordinate("efsdp");
+  local_shapes_ = ep_.local_shapes(tp_.local_shapes(full_shapes));
+  for (const Shape& s : local_shapes_)
     KILN_CHECK(s.size() >= 1, "SimpleFSDP shards parameters along dim 0, but one is a scalar (",
                s, "); give it shape [1]");
 }
@@ -31,23 +35,35 @@ std::string ParamDistribution::describe() const {
                      : dp_.size > 1                   ? "DDP"
                                                       : "one data-parallel rank";
   return cat("dp_replicate ", replicate_.size, " x dp_shard ", shard_.size, " (", kind, ")",
+             ep_.split() ? cat(", experts over ep ", ep_.degree(), " x efsdp ", efsdp_.size, " (",
+                               ep_.describe(), ")")
+                         : "",
              tp_.enabled() ? cat(" x tp ", tp_.degree(), " (tensor parallel)") : "");
 }
 
-std::vector<Tensor> ParamDistribution::shard(const std::vector<Tensor>& full) const {
-  if (!sharded()) return full;
-  KILN_CHECK(full.size() == full_shapes_.size(), "SimpleFSDP: ", full.size(),
-             " tensors to shard, but the distribution was made for ", full_shapes_.size());
+std::vector<Tensor> ParamDistribution::from_full(const std::vector<Tensor>& full) const {
+  return shard(ep_.shard(tp_.shard(full)));
+}
+
+std::vector<Tensor> ParamDistribution::to_full(const std::vector<Tensor>& masters) const {
+  return tp_.unshard(ep_.unshard(unshard(masters)));
+}
+
+std::vector<Tensor> ParamDistribution::shard(const std::vector<Tensor>& local) const {
+  if (!sharded()) return local;
+  KILN_CHECK(local.size() == local_shapes_.size(), "SimpleFSDP: ", local.size(),
+             " tensors to shard, but the distribution was made for ", local_shapes_.size());
   std::vector<Tensor> out;
-  for (size_t i = 0; i < full.size(); ++i) {
-    const Tensor& t = full[i];
-    KILN_CHECK(t.shape() == full_shapes_[i], "SimpleFSDP: tensor ", i, " is ", t.shape(),
-               ", expected ", full_shapes_[i]);
-    int64_t rows = t.shape()[0], k = shard_rows(rows, shard_.size);
+  for (size_t i = 0; i < local.size(); ++i) {
+    const Tensor& t = local[i];
+    KILN_CHECK(t.shape() == local_shapes_[i], "SimpleFSDP: tensor ", i, " is ", t.shape(),
+               ", expected ", local_shapes_[i]);
+    const int64_t n = axis_of(i).size, r = rank_along(i);
+    int64_t rows = t.shape()[0], k = shard_rows(rows, n);
     std::vector<std::pair<int64_t, int64_t>> pads(t.shape().size(), {0, 0});
-    pads[0].second = k * shard_.size - rows;
+    pads[0].second = k * n - rows;
     Tensor padded = pads[0].second ? pad(t, pads) : t;
-    out.push_back(padded.slice(0, shard_rank_ * k, (shard_rank_ + 1) * k).contiguous());
+    out.push_back(padded.slice(0, r * k, (r + 1) * k).contiguous());
   }
   return out;
 }
@@ -56,8 +72,8 @@ std::vector<Tensor> ParamDistribution::gather(const std::vector<Tensor>& shards,
                                               std::optional<DType> dtype) const {
   std::vector<Tensor> out;
   for (size_t i = 0; i < shards.size(); ++i) {
-    Tensor full = all_gather(shards[i], 0, shard_, dtype.value_or(shards[i].dtype()));
-    int64_t rows = full_shapes_[i][0];
+    Tensor full = all_gather(shards[i], 0, axis_of(i), dtype.value_or(shards[i].dtype()));
+    int64_t rows = local_shapes_[i][0];
     out.push_back(full.shape()[0] == rows ? full : full.slice(0, 0, rows));
   }
   return out;

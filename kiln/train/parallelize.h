@@ -18,9 +18,13 @@
 // reported is the mean of the ranks' losses, and the gradient norm covers
 // every shard.
 //
-// With tensor parallelism (tensor_parallel.h) the full shapes and the
-// tensors here are this rank's tp slices; the plan adds its gradient
-// reduction and its share of the gradient norm.
+// With tensor parallelism (tensor_parallel.h) and expert parallelism
+// (expert_parallel.h) the tensors here are this rank's tp slices and
+// experts; the tp plan adds its gradient reduction and its share of the
+// gradient norm. Expert weights are sharded over the mesh's "efsdp" axis
+// (the dp_shard ranks holding the same experts) rather than all of
+// dp_shard; ep x efsdp is dp_shard, so the shards of every parameter still
+// partition over dp_shard, which is what the gradient norm sums over.
 //
 // Without a mesh, or with dp and tp degrees of 1, every function computes
 // what one process computes, op for op.
@@ -33,6 +37,7 @@
 #include "kiln/ops/collectives.h"
 #include "kiln/optim/clip.h"
 #include "kiln/optim/mixed_precision.h"
+#include "kiln/train/expert_parallel.h"
 #include "kiln/train/tensor_parallel.h"
 
 namespace kiln::train {
@@ -40,9 +45,10 @@ namespace kiln::train {
 class ParamDistribution {
  public:
   ParamDistribution() = default;  // one process
-  // Parameters of `full_shapes` (each of rank >= 1) on `mesh`'s dp dimensions.
-  ParamDistribution(std::shared_ptr<dist::DeviceMesh> mesh, std::vector<Shape> full_shapes,
-                    TensorParallelPlan tp = {});
+  // Parameters of `full_shapes` (the model's, each of rank >= 1) on `mesh`,
+  // sliced by the tp and ep plans, then sharded over the dp dimensions.
+  ParamDistribution(std::shared_ptr<dist::DeviceMesh> mesh, const std::vector<Shape>& full_shapes,
+                    TensorParallelPlan tp = {}, ExpertParallelPlan ep = {});
 
   int64_t dp_degree() const { return dp_.size; }  // ranks a global batch is split over
   bool sharded() const { return shard_.size > 1; }
@@ -51,10 +57,12 @@ class ParamDistribution {
   // One line for the run's header: "dp_replicate 1 x dp_shard 2 (SimpleFSDP)".
   std::string describe() const;
 
-  // This rank's shards of the full tensors (host side; no communication).
-  std::vector<Tensor> shard(const std::vector<Tensor>& full) const;
-  // The full tensors from every rank's shards (collective: every rank calls it).
-  std::vector<Tensor> unshard(const std::vector<Tensor>& shards) const;
+  // This rank's masters of the model's full tensors: tp slices, experts,
+  // then dp_shard rows (host side; no communication).
+  std::vector<Tensor> from_full(const std::vector<Tensor>& full) const;
+  // The model's full tensors from every rank's masters (collective: every
+  // rank calls it).
+  std::vector<Tensor> to_full(const std::vector<Tensor>& masters) const;
 
   // In the step function (traceable):
   // the model's parameters from the masters (shards): all_gather in the
@@ -69,15 +77,22 @@ class ParamDistribution {
   Tensor mean_loss(const Tensor& loss) const;
 
  private:
-  // The full tensors, gathered in `dtype` (default: the shards').
+  // The dp_shard rows of tp- and ep-local tensors, and back (collective).
+  std::vector<Tensor> shard(const std::vector<Tensor>& local) const;
+  std::vector<Tensor> unshard(const std::vector<Tensor>& shards) const;
+  // The local tensors, gathered in `dtype` (default: the shards').
   std::vector<Tensor> gather(const std::vector<Tensor>& shards,
                              std::optional<DType> dtype = std::nullopt) const;
+  // The FSDP axis of parameter i and this rank's index along it.
+  const MeshAxis& axis_of(size_t i) const { return ep_.is_expert(i) ? efsdp_ : shard_; }
+  int64_t rank_along(size_t i) const { return ep_.is_expert(i) ? efsdp_rank_ : shard_rank_; }
 
   std::shared_ptr<dist::DeviceMesh> mesh_;
-  MeshAxis shard_{"dp_shard", 1}, replicate_{"dp_replicate", 1}, dp_{"dp", 1};
-  int64_t shard_rank_ = 0;
-  std::vector<Shape> full_shapes_;
+  MeshAxis shard_{"dp_shard", 1}, efsdp_{"efsdp", 1}, replicate_{"dp_replicate", 1}, dp_{"dp", 1};
+  int64_t shard_rank_ = 0, efsdp_rank_ = 0;
+  std::vector<Shape> local_shapes_;  // tp slices and experts of the model's
   TensorParallelPlan tp_;
+  ExpertParallelPlan ep_;
 };
 
 }  // namespace kiln::train

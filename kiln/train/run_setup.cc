@@ -21,14 +21,18 @@ void RunSetup::build(bool load_initial_weights) {
     shapes.push_back(p->shape());
     masters.push_back(*p);
   }
-  // Every rank built the full model from the seed: keep its tp slices.
+  // Every rank built the full model from the seed: keep its tp slices and experts.
   tp = TensorParallelPlan(*mesh, mc, names);
-  masters = tp.shard(masters);
+  ep = ExpertParallelPlan(*mesh, mc, names,
+                          {c.parallelism.expert_dispatcher, c.parallelism.expert_capacity_factor});
+  dist = std::make_shared<const ParamDistribution>(mesh, shapes, tp, ep);
   // The model the steps run; its parameters are replaced by the (cast)
   // masters in every step, so a bf16 copy starts as zeros.
   model = policy.param_dtype == DType::f32 ? std::move(f32_model)
                                            : std::make_unique<CausalLM>(mc, policy.param_dtype);
   tp.apply(*model);
+  ep.apply(*model);
+  masters = dist->from_full(masters);
 
   optim::AdamWOptions ao;
   ao.beta1 = c.optimizer.beta1;
@@ -38,8 +42,6 @@ void RunSetup::build(bool load_initial_weights) {
   adamw = std::make_unique<optim::AdamW>(
       ao, optim::default_param_groups(names, masters, ao.weight_decay,
                                       c.optimizer.decay_norms_and_embeddings));
-  dist = std::make_shared<const ParamDistribution>(mesh, tp.local_shapes(shapes), tp);
-  masters = dist->shard(masters);
   state = adamw->init(masters);
 
   StepOptions so;

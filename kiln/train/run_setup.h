@@ -1,7 +1,7 @@
 // The model side of a training run, set up from its config on its device
 // mesh: the model the steps run, its parameters (names, full shapes, this
-// rank's f32 master shards), the tensor-parallel plan, the data-parallel
-// distribution, AdamW with its state, and the training step. A real run
+// rank's f32 master shards), the tensor- and expert-parallel plans, the
+// data-parallel distribution, AdamW with its state, and the training step. A real run
 // and a plan of one (`kiln train --dry-run`, dry_run.h) set it up with the
 // same code, so the plan sees the shards, groups and step the run would.
 #pragma once
@@ -14,6 +14,7 @@
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/mixed_precision.h"
 #include "kiln/train/config.h"
+#include "kiln/train/expert_parallel.h"
 #include "kiln/train/parallelize.h"
 #include "kiln/train/step.h"
 #include "kiln/train/tensor_parallel.h"
@@ -43,8 +44,9 @@ class RunSetup {
   std::unique_ptr<CausalLM> model;
   std::vector<std::string> names;
   std::vector<Shape> shapes;    // the full parameters'
-  std::vector<Tensor> masters;  // this rank's shards (the full tensors without SimpleFSDP or TP)
+  std::vector<Tensor> masters;  // this rank's shards (the full tensors without SimpleFSDP, TP or EP)
   TensorParallelPlan tp;
+  ExpertParallelPlan ep;
   std::shared_ptr<const ParamDistribution> dist;
   std::unique_ptr<optim::AdamW> adamw;
   optim::AdamWState state;

@@ -33,8 +33,6 @@ TensorParallelPlan::TensorParallelPlan(const dist::DeviceMesh& mesh, const Model
   rank_ = mesh.coordinate("tp");
   if (!enabled()) return;
   const std::string flag = cat("--parallelism.tensor_parallel_degree ", tp_.size);
-  KILN_CHECK(mc.n_experts == 0, flag, ": tensor parallelism of mixture-of-experts models (",
-             mc.name, ", ", mc.n_experts, " experts) is not supported; use data parallelism");
   for (auto [what, n] : {std::pair{"n_heads", mc.n_heads},
                          {"n_kv_heads", mc.n_kv_heads},
                          {"ffn_dim (intermediate_size)", mc.ffn_dim}})
@@ -64,9 +62,12 @@ void TensorParallelPlan::apply(CausalLM& model) const {
   auto leave = [axis](const Tensor& y) { return leave_parallel_region(y, axis); };
   for (size_t l = 0; l < model.model.layers.size(); ++l) {
     TransformerBlock& b = model.model.layers[l];
-    KILN_CHECK(b.mlp, "tensor parallelism: layer ", l, " has no dense MLP");
-    b.self_attn.input_hook = b.mlp->input_hook = enter;
-    b.self_attn.o_proj.product_hook = b.mlp->down_proj.product_hook = leave;
+    b.self_attn.input_hook = enter;
+    b.self_attn.o_proj.product_hook = leave;
+    if (b.mlp) {
+      b.mlp->input_hook = enter;
+      b.mlp->down_proj.product_hook = leave;
+    }
   }
 }
 

@@ -1,11 +1,12 @@
-// Tensor parallelism (Megatron-LM style) as a plan applied to a built dense
+// Tensor parallelism (Megatron-LM style) as a plan applied to a built
 // model, over the mesh's "tp" axis:
 //   column-parallel (weight and bias sliced on the output features):
 //     self_attn.{q,k,v}_proj (so each rank holds n_heads / tp query heads and
-//     n_kv_heads / tp kv heads) and mlp.{gate,up}_proj;
+//     n_kv_heads / tp kv heads) and dense layers' mlp.{gate,up}_proj;
 //   row-parallel (weight sliced on the input features, partial outputs
 //     summed over tp): self_attn.o_proj and mlp.down_proj.
-// Everything else (embeddings, norms, lm_head) is replicated; the residual
+// Everything else (embeddings, norms, lm_head, and MoE layers, whose experts
+// expert parallelism splits instead) is replicated; the residual
 // stream is replicated, and attention's and the MLP's region entry (one
 // each, shared by their column-parallel projections) sums its gradient over
 // tp, so replicated parameters get full gradients. Only the

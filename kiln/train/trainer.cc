@@ -252,9 +252,9 @@ bool Run::resume() {
   }
   s_.state = optim::adamw_state_from_tensors(
       ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), s_.names, full, kOptimizerPrefix);
-  s_.masters = s_.dist->shard(s_.tp.shard(full));
-  s_.state.m = s_.dist->shard(s_.tp.shard(s_.state.m));
-  s_.state.v = s_.dist->shard(s_.tp.shard(s_.state.v));
+  s_.masters = s_.dist->from_full(full);
+  s_.state.m = s_.dist->from_full(s_.state.m);
+  s_.state.v = s_.dist->from_full(s_.state.v);
   loader_->load_json(ck.loader);
   if (ck.scheduler != schedule_->to_json())
     out_ << "note: the learning-rate schedule differs from the checkpoint's; continuing with "
@@ -308,11 +308,12 @@ double Run::validate() {
 }
 
 // What a checkpoint holds of this rank's tensors: its dp_shard shards of the
-// full tensors. Under tensor parallelism the tp slices are gathered first
-// (collective), so checkpoints never depend on the tp degree.
+// full tensors. Under tensor or expert parallelism the tp slices and the
+// experts are gathered first (collective), so checkpoints never depend on
+// the tp or ep degree.
 std::vector<Tensor> Run::checkpoint_shards(const std::vector<Tensor>& local) const {
-  if (!s_.tp.enabled()) return local;
-  return ParamDistribution(mesh_.mesh(), s_.shapes).shard(s_.tp.unshard(s_.dist->unshard(local)));
+  if (!s_.tp.enabled() && !s_.ep.split()) return local;
+  return ParamDistribution(mesh_.mesh(), s_.shapes).from_full(s_.dist->to_full(local));
 }
 
 // Every rank takes part; the first replica's dp_shard ranks each write
@@ -346,7 +347,7 @@ std::string Run::save(int64_t step) {
 
 void Run::export_hf_model() {
   DType dtype = c_.checkpoint.export_dtype == "bfloat16" ? DType::bf16 : DType::f32;
-  std::vector<Tensor> full = s_.tp.unshard(s_.dist->unshard(s_.masters));
+  std::vector<Tensor> full = s_.dist->to_full(s_.masters);
   if (!mesh_.lead()) {
     synchronize();  // run this rank's part of the gathers before it exits
     return;
@@ -491,12 +492,11 @@ void check_supported(const TrainConfig& c) {
   const ParallelismSection& p = c.parallelism;
   for (auto [key, what, degree] :
        {std::tuple{"context_parallel_degree", "context parallelism", p.context_parallel_degree},
-        {"pipeline_parallel_degree", "pipeline parallelism", p.pipeline_parallel_degree},
-        {"expert_parallel_degree", "expert parallelism", p.expert_parallel_degree}})
+        {"pipeline_parallel_degree", "pipeline parallelism", p.pipeline_parallel_degree}})
     KILN_CHECK(degree <= 1, "parallelism.", key, " = ", degree, " asks for ", what,
-               ", which is not implemented yet: this trainer runs data and tensor parallelism"
-               " (data_parallel_replicate_degree, data_parallel_shard_degree,"
-               " tensor_parallel_degree); set it to 1");
+               ", which is not implemented yet: this trainer runs data, tensor and expert "
+               "parallelism (data_parallel_replicate_degree, data_parallel_shard_degree,"
+               " tensor_parallel_degree, expert_parallel_degree); set it to 1");
   KILN_CHECK(
       !c.profiler.enable_profiling,
       "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
@@ -507,6 +507,7 @@ dist::MeshDegrees mesh_degrees(const TrainConfig& c) {
   d.data_parallel_replicate_degree = c.parallelism.data_parallel_replicate_degree;
   d.data_parallel_shard_degree = c.parallelism.data_parallel_shard_degree;
   d.tensor_parallel_degree = c.parallelism.tensor_parallel_degree;
+  d.expert_parallel_degree = c.parallelism.expert_parallel_degree;
   return d;
 }
 
