@@ -46,7 +46,7 @@ TEST(SimpleFsdp, ShardsAreRowsOfTheZeroPaddedTensor) {
     full.push_back(from_vector<float>(v, s));
   }
   ParamDistribution d(mesh, shapes);
-  std::vector<Tensor> shards = d.shard(full);
+  std::vector<Tensor> shards = d.from_full(full);
   for (size_t i = 0; i < shapes.size(); ++i) {
     const int64_t rows = shapes[i][0], k = (rows + n - 1) / n, inner = shapes[i].numel() / rows;
     Shape want = shapes[i];
@@ -60,7 +60,7 @@ TEST(SimpleFsdp, ShardsAreRowsOfTheZeroPaddedTensor) {
         EXPECT_EQ(got[size_t(row * inner + j)], expect) << "tensor " << i << " row " << global;
       }
   }
-  std::vector<Tensor> back = d.unshard(shards);
+  std::vector<Tensor> back = d.to_full(shards);
   for (size_t i = 0; i < full.size(); ++i)
     EXPECT_EQ(back[i].to_vector<float>(), full[i].to_vector<float>()) << "tensor " << i;
 }
@@ -85,7 +85,7 @@ Outcome train(const std::shared_ptr<const ParamDistribution>& d, int64_t dp_rank
   optim::AdamW adamw({}, optim::default_param_groups(names, masters, 0.1));
   Outcome out;
   out.initial = masters;
-  if (d) masters = d->shard(masters);
+  if (d) masters = d->from_full(masters);
   optim::AdamWState state = adamw.init(masters);
 
   Generator g(7);
@@ -104,7 +104,7 @@ Outcome train(const std::shared_ptr<const ParamDistribution>& d, int64_t dp_rank
     out.loss.push_back(r.loss);
     out.grad_norm.push_back(r.grad_norm);
   }
-  out.masters = d ? d->unshard(masters) : masters;
+  out.masters = d ? d->to_full(masters) : masters;
   if (program) *program = step.program();
   return out;
 }

@@ -37,18 +37,18 @@ TEST(TensorParallel, EachBlockEntersAndLeavesTwoRegions) {
   std::vector<Shape> shapes;
   for (const auto& [name, p] : model->named_parameters())
     names.push_back(name), shapes.push_back(p->shape());
+  std::vector<Tensor> masters = model->parameters();
   TensorParallelPlan plan(*mesh, c, names);
   plan.apply(*model);
-  auto dist = std::make_shared<const ParamDistribution>(mesh, plan.local_shapes(shapes), plan);
+  auto dist = std::make_shared<const ParamDistribution>(mesh, shapes, plan);
 
-  std::vector<Tensor> masters = model->parameters();
   optim::AdamW adamw({}, masters.size());
   StepOptions so;
   so.distribution = dist;
   TrainStep step(*model, {}, adamw, so);
   Generator gen(3);
   Tensor ids = (rand({2, 16}, gen) * double(c.vocab_size)).to(DType::i64);
-  masters = dist->shard(masters);
+  masters = dist->from_full(masters);
   ir::Graph g = step.graph(masters, adamw.init(masters), {{ids, ids, {}, {}}});
 
   const int64_t layers = c.n_layers;
