@@ -199,7 +199,10 @@ LMOutput CausalLM::forward(const Tensor& ids, const Tensor& targets,
         nn::load_balancing_loss(routing, config_.n_experts, config_.top_k, router_stats_mean);
     if (config_.router_aux_loss_coef != 0)
       out.loss = out.ce_loss + out.aux_loss.to(out.ce_loss.dtype()) * config_.router_aux_loss_coef;
-    for (const nn::Routing& r : routing) out.expert_counts.push_back(r.counts);
+    for (const nn::Routing& r : routing) {
+      out.expert_counts.push_back(r.counts);
+      out.dropped = out.dropped.defined() ? out.dropped + r.dropped : r.dropped;
+    }
   }
   return out;
 }

@@ -84,6 +84,7 @@ struct LMOutput {
   Tensor ce_loss;   // mean cross-entropy over targets != ignore_index (f32; f64 for f64)
   Tensor aux_loss;  // load-balancing loss (MoE models only)
   std::vector<Tensor> expert_counts;  // per MoE layer: [n_experts] i64 tokens routed
+  Tensor dropped;  // i64 scalar: assignments the token dispatchers dropped, over the layers
 };
 
 class CausalLM : public nn::Module {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -84,6 +85,24 @@ std::string bytes_text(int64_t b) {
   return fixed(v, u ? 1 : 0) + " " + units[u];
 }
 
+ExpertLoad expert_load(const std::vector<std::vector<int64_t>>& tokens, int64_t dropped) {
+  ExpertLoad load;
+  load.dropped = dropped;
+  for (const std::vector<int64_t>& layer : tokens) {
+    load.tokens_per_expert.resize(layer.size());
+    int64_t total = 0, busiest = 0;
+    for (size_t e = 0; e < layer.size(); ++e) {
+      load.tokens_per_expert[e] += layer[e];
+      total += layer[e];
+      busiest = std::max(busiest, layer[e]);
+    }
+    if (total > 0)
+      load.max_load_ratio =
+          std::max(load.max_load_ratio, double(busiest) * double(layer.size()) / double(total));
+  }
+  return load;
+}
+
 std::string metrics_json(const StepMetrics& m) {
   std::ostringstream os;
   os << "{\"step\": " << m.step << ", \"loss\": " << g17(m.loss)
@@ -93,6 +112,13 @@ std::string metrics_json(const StepMetrics& m) {
      << ", \"mem_peak_bytes\": " << m.mem_peak_bytes;
   if (m.val_loss) os << ", \"val_loss\": " << g17(*m.val_loss);
   if (m.val_ppl) os << ", \"val_ppl\": " << g17(*m.val_ppl);
+  if (m.moe) {
+    os << ", \"moe_tokens_per_expert\": [";
+    for (size_t e = 0; e < m.moe->tokens_per_expert.size(); ++e)
+      os << (e ? ", " : "") << m.moe->tokens_per_expert[e];
+    os << "], \"moe_max_load_ratio\": " << g17(m.moe->max_load_ratio)
+       << ", \"moe_dropped\": " << m.moe->dropped;
+  }
   os << "}";
   return os.str();
 }
@@ -111,6 +137,10 @@ std::string metrics_line(const StepMetrics& m) {
      << bytes_text(m.mem_peak_bytes);
   if (m.val_loss) os << "  val_loss " << shortest(float(*m.val_loss));
   if (m.val_ppl) os << "  val_ppl " << fixed(*m.val_ppl, 3);
+  if (m.moe) {
+    os << "  moe_load " << fixed(m.moe->max_load_ratio, 2) << "x";
+    if (m.moe->dropped) os << "  dropped " << m.moe->dropped;
+  }
   return os.str();
 }
 
@@ -161,6 +191,10 @@ void MetricsLogger::log(const StepMetrics& m) {
     tb_->add_scalar("mem_peak_bytes", double(m.mem_peak_bytes), m.step, now);
     if (m.val_loss) tb_->add_scalar("val_loss", *m.val_loss, m.step, now);
     if (m.val_ppl) tb_->add_scalar("val_ppl", *m.val_ppl, m.step, now);
+    if (m.moe) {
+      tb_->add_scalar("moe_max_load_ratio", m.moe->max_load_ratio, m.step, now);
+      tb_->add_scalar("moe_dropped", double(m.moe->dropped), m.step, now);
+    }
     tb_->flush();
   }
 }

@@ -10,10 +10,20 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "kiln/train/tensorboard.h"
 
 namespace kiln::train {
+
+// How an MoE model's routers spread one step's tokens (every rank's).
+struct ExpertLoad {
+  std::vector<int64_t> tokens_per_expert;  // summed over the MoE layers
+  double max_load_ratio = 1;  // the busiest expert's tokens / the mean, in the worst layer
+  int64_t dropped = 0;        // assignments the capacity dispatcher dropped
+};
+// From the step's [layer][expert] counts.
+ExpertLoad expert_load(const std::vector<std::vector<int64_t>>& tokens, int64_t dropped);
 
 struct StepMetrics {
   int64_t step = 0;
@@ -25,6 +35,7 @@ struct StepMetrics {
   std::optional<double> mfu;                // fraction of the device peak; unknown peak: nothing
   int64_t mem_peak_bytes = 0;               // allocator high-water mark over the window
   std::optional<double> val_loss, val_ppl;  // at validation steps
+  std::optional<ExpertLoad> moe;            // MoE models
 };
 
 // "12.3 MiB": bytes in the largest binary unit below 1024 of them.
@@ -73,8 +84,9 @@ class MetricsLogger {
 };
 
 // The JSONL line of `m` (without the newline): keys step, loss, grad_norm,
-// lr, tps, tflops, mfu (null when unknown), mem_peak_bytes, and val_loss,
-// val_ppl when evaluated; floating values printed with %.17g.
+// lr, tps, tflops, mfu (null when unknown), mem_peak_bytes, val_loss,
+// val_ppl when evaluated, and for MoE models moe_tokens_per_expert,
+// moe_max_load_ratio, moe_dropped; floating values printed with %.17g.
 std::string metrics_json(const StepMetrics& m);
 // The human-readable line of `m`.
 std::string metrics_line(const StepMetrics& m);

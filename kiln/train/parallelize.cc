@@ -118,4 +118,8 @@ Tensor ParamDistribution::mean_loss(const Tensor& loss) const {
   return dp_.size > 1 ? all_reduce(loss, dp_, ReduceOp::avg) : loss;
 }
 
+Tensor ParamDistribution::sum_over_dp(const Tensor& count) const {
+  return dp_.size > 1 ? all_reduce(count, dp_) : count;
+}
+
 }  // namespace kiln::train

@@ -75,6 +75,8 @@ class ParamDistribution {
   optim::ClipResult clip(const std::vector<Tensor>& grads, double max_norm) const;
   // A rank's loss -> the mean over the dp ranks.
   Tensor mean_loss(const Tensor& loss) const;
+  // A rank's count (of its batch) -> the sum over the dp ranks.
+  Tensor sum_over_dp(const Tensor& count) const;
 
  private:
   // The dp_shard rows of tp- and ep-local tensors, and back (collective).

@@ -8,6 +8,8 @@
 #include "kiln/compiler/pipeline.h"
 #include "kiln/compiler/remat.h"
 #include "kiln/nn/module.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/shape.h"
 #include "kiln/optim/accumulate.h"
 #include "kiln/optim/clip.h"
 #include "kiln/runtime/executable.h"
@@ -20,7 +22,9 @@ namespace {
 // one per parameter or with the layers stacked):
 //   masters[np], m[np], v[np], sqrt(1 - beta2^t), step_size[groups], decay[groups],
 //   then per microbatch: ids, targets (+ doc_ids, positions with the document mask).
-// Its results: loss per microbatch, the gradient norm, masters[np], m[np], v[np].
+// Its results: loss per microbatch, the gradient norm, masters[np], m[np], v[np],
+// then for MoE models the step's tokens per expert [layers, experts] and
+// dropped assignments (summed over the microbatches and the dp ranks).
 size_t batch_width(const StepOptions& o) { return o.document_mask ? 4 : 2; }
 
 }  // namespace
@@ -85,12 +89,14 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
         }
         nn::ParameterScope scope(model_, params, /*allow_unset=*/stacking_.has_value());
         if (doc_mask) fo.doc_ids = a[np + 2], fo.positions = a[np + 3];
-        return std::vector<Tensor>{model_.forward(a[np], a[np + 1], fo).loss};
+        LMOutput out = model_.forward(a[np], a[np + 1], fo);
+        if (out.expert_counts.empty()) return std::vector<Tensor>{out.loss};
+        return std::vector<Tensor>{out.loss, stack(out.expert_counts), out.dropped};
       },
       grad_options);
 
   std::vector<Tensor> results;
-  std::vector<Tensor> grads;
+  std::vector<Tensor> grads, routed;  // routed: tokens per expert, dropped
   std::optional<optim::GradAccumulator> accumulator;
   if (options_.microbatches > 1) accumulator.emplace(options_.microbatches);
   for (int64_t mb = 0; mb < options_.microbatches; ++mb, next += width) {
@@ -98,6 +104,10 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
     a.insert(a.end(), begin + long(next), begin + long(next + width));
     ValueAndGrad r = loss_and_grads(a);
     results.push_back(dist_->mean_loss(r.values[0]));
+    if (mb == 0)
+      routed.assign(r.values.begin() + 1, r.values.end());
+    else
+      for (size_t k = 1; k < r.values.size(); ++k) routed[k - 1] = routed[k - 1] + r.values[k];
     grads.assign(r.grads.begin(), r.grads.begin() + long(np));
     if (accumulator) accumulator->add(grads);
   }
@@ -111,6 +121,7 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   results.push_back(clip.norm);
   for (const auto* list : {&u.params, &u.state.m, &u.state.v})
     results.insert(results.end(), list->begin(), list->end());
+  for (const Tensor& t : routed) results.push_back(dist_->sum_over_dp(t));
   return results;
 }
 
@@ -240,6 +251,14 @@ StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state
   state.m = part(1);
   state.v = part(2);
   state.step += 1;
+  if (out.size() == mbs + 1 + 3 * np + 2) {
+    const Tensor& counts = out[mbs + 1 + 3 * np];  // [layers, experts]
+    std::vector<int64_t> all = counts.to_vector<int64_t>();
+    for (int64_t l = 0; l < counts.dim(0); ++l)
+      r.expert_tokens.emplace_back(all.begin() + l * counts.dim(1),
+                                   all.begin() + (l + 1) * counts.dim(1));
+    r.dropped_tokens = out.back().item<int64_t>();
+  }
   return r;
 }
 

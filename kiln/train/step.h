@@ -74,6 +74,10 @@ struct MemoryEstimate {
 struct StepResult {
   double loss = 0;       // mean of the microbatch losses (and of the dp ranks)
   double grad_norm = 0;  // before clipping, over every shard
+  // MoE models, over every microbatch and dp rank: [layer][expert] tokens
+  // routed, and the assignments the token dispatchers dropped.
+  std::vector<std::vector<int64_t>> expert_tokens;
+  int64_t dropped_tokens = 0;
 };
 
 class TrainStep {

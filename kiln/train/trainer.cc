@@ -445,6 +445,7 @@ TrainResult Run::go() {
     StepResult r = train_step(m.lr);
     m.loss = r.loss;
     m.grad_norm = r.grad_norm;
+    if (!r.expert_tokens.empty()) m.moe = expert_load(r.expert_tokens, r.dropped_tokens);
     if (s_.policy.param_dtype == DType::f32 && !s_.dist->sharded())
       s_.model->set_parameters(s_.masters);  // drop the old copy
     window_seconds += seconds_since(t0);

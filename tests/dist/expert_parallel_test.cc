@@ -9,7 +9,9 @@
 // EP 1 (FSDP 2) and on one rank; what cannot be split is refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "tests/support/cli.h"
@@ -85,20 +87,50 @@ std::optional<TempDir> ExpertParallel::temp_;
 fs::path ExpertParallel::root_;
 Curve ExpertParallel::reference_;
 
+// The first step's routing (every rank's tokens, before any update): the
+// one process's, expert by expert, with nothing dropped.
+void expect_first_routing(const fs::path& dump, const nlohmann::json& want) {
+  nlohmann::json first = read_metrics(dump.string()).at(0);
+  EXPECT_EQ(first["moe_tokens_per_expert"], want) << dump;
+  EXPECT_EQ(first["moe_dropped"], 0) << dump;
+}
+
 // Observed over the 10 steps: losses within 1e-7 relative of one process.
 TEST_F(ExpertParallel, EveryMeshAndDispatcherGivesTheOneProcessLosses) {
   ASSERT_EQ(reference_.loss.size(), 10u);
   EXPECT_LT(reference_.loss.back(), reference_.loss.front()) << "the loss should fall";
+  const nlohmann::json routing = read_metrics((root_ / "reference").string()).at(0)["moe_tokens_per_expert"];
+  int64_t assignments = 0;
+  for (const auto& n : routing) assignments += n.get<int64_t>();
+  EXPECT_EQ(assignments, 8 * 32 * 2 * 2) << "batch 8 x 32 tokens, top 2, 2 layers";
   for (const MeshRun& m : kMeshes) {
     CliRun eager = kiln(m, m.name, "");
     ASSERT_EQ(eager.status, 0) << m.name << "\n" << eager.output;
     EXPECT_NE(eager.output.find("experts over ep 2"), std::string::npos) << eager.output;
     expect_close(curve(m.name), reference_, 0, m.name + " eager");
+    expect_first_routing(root_ / m.name, routing);
   }
   // The capacity dispatcher without communication: static shapes at ep 1.
   CliRun capacity = kiln(kOneRank, "single_capacity", kCapacity);
   ASSERT_EQ(capacity.status, 0) << capacity.output;
   expect_close(curve("single_capacity"), reference_, 0, "capacity at ep 1");
+  expect_first_routing(root_ / "single_capacity", routing);
+}
+
+// Below the even share, experts overflow: the drops are counted (every
+// rank's), and training goes on.
+TEST_F(ExpertParallel, CapacityDropsAreCountedInTheMetrics) {
+  CliRun r = kiln(kMeshes[0], "ep2_dropping",
+                  "--parallelism.expert_dispatcher capacity --parallelism.expert_capacity_factor 0.5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("  dropped "), std::string::npos) << r.output;
+  for (const auto& j : read_metrics((root_ / "ep2_dropping").string())) {
+    // A rank's 4 x 32 tokens make 256 assignments per layer, of which the
+    // 8 experts keep at most ceil(0.5 x 256 / 8) = 16 each: at least
+    // 2 ranks x 2 layers x (256 - 128) dropped.
+    EXPECT_GE(j["moe_dropped"].get<int64_t>(), 2 * 2 * 128) << j;
+    EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << j;
+  }
 }
 
 TEST_F(ExpertParallel, TheGraphTrainerAndTheScanGiveEagersBits) {

@@ -65,6 +65,23 @@ TEST(Metrics, JsonHasEveryKeyWithFullPrecision) {
   EXPECT_EQ(j["val_ppl"].get<double>(), 1.15);
 }
 
+// Two layers of 4 experts: the worst layer's busiest expert over its mean.
+TEST(Metrics, ExpertLoadOfAnMoEStep) {
+  ExpertLoad load = expert_load({{4, 4, 4, 4}, {10, 2, 2, 2}}, 3);
+  EXPECT_EQ(load.tokens_per_expert, (std::vector<int64_t>{14, 6, 6, 6}));
+  EXPECT_DOUBLE_EQ(load.max_load_ratio, 2.5);  // 10 / (16 / 4)
+  EXPECT_EQ(load.dropped, 3);
+  StepMetrics m = sample(4);
+  m.moe = load;
+  nlohmann::json j = nlohmann::json::parse(metrics_json(m));
+  EXPECT_EQ(j["moe_tokens_per_expert"], nlohmann::json({14, 6, 6, 6}));
+  EXPECT_EQ(j["moe_max_load_ratio"].get<double>(), 2.5);
+  EXPECT_EQ(j["moe_dropped"], 3);
+  EXPECT_NE(metrics_line(m).find("moe_load 2.50x  dropped 3"), std::string::npos)
+      << metrics_line(m);
+  EXPECT_FALSE(nlohmann::json::parse(metrics_json(sample(4))).contains("moe_dropped"));
+}
+
 TEST(Metrics, ReadableLine) {
   StepMetrics m = sample(3);
   std::string line = metrics_line(m);
