@@ -12,6 +12,8 @@ const OpDef& kConcat = declare({
     .attrs = {{"axis", AttrKind::int_, int64_t{0}}},
     .infer = [](auto in, const Attrs& a) {
       KILN_CHECK(!in.empty(), "concat: needs at least one tensor");
+      KILN_CHECK(!in[0].shape.empty(), "concat: cannot join scalars (", ir::to_string(in[0]),
+                 ") along an axis; use stack, or reshape each to [1]");
       int axis = normalize_axis(a.i("axis"), in[0].shape.size(), "concat");
       // Every input's shape with the axis zeroed must equal input 0's.
       auto outside_axis = [axis](Shape s) {
@@ -104,6 +106,11 @@ Tensor stack(const std::vector<Tensor>& tensors) {
   KILN_CHECK(!tensors.empty(), "stack: no tensors");
   Shape shape = tensors[0].shape();
   shape.insert(0, int64_t(tensors.size()));
+  if (tensors[0].rank() == 0) {  // scalars have no axis to join along
+    std::vector<Tensor> rows;
+    for (const Tensor& t : tensors) rows.push_back(t.reshape({1}));
+    return concat(rows, 0);
+  }
   return concat(tensors, 0).reshape(shape);
 }
 

@@ -73,6 +73,7 @@ TEST(Concat, RejectsMismatchedInputs) {
   EXPECT_THROW(concat({a, zeros({2, 3, 1})}, 0), Error);
   EXPECT_THROW(concat({a, a}, 2), Error);
   EXPECT_THROW(concat({}, 0), Error);
+  EXPECT_THROW(concat({scalar(1.0), scalar(2.0)}, 0), Error);  // no axis to join along
   try {
     concat({a, zeros({3, 4})}, 1);
     FAIL() << "expected an error";
@@ -95,6 +96,14 @@ TEST(Concat, Gradients) {
   EXPECT_TRUE(check_gradients(
       [](const std::vector<Tensor>& a) { return concat({a[0], a[1], a[0]}, 1); },
       {random_tensor({2, 2}, DType::f64, 6), random_tensor({2, 1}, DType::f64, 7)}));
+}
+
+TEST(Stack, ScalarsAndTensorsGainALeadingAxis) {
+  EXPECT_EQ(stack({scalar(1.0), scalar(2.0), scalar(3.0)}).to_vector<float>(),
+            (std::vector<float>{1, 2, 3}));
+  Tensor s = stack({zeros({2, 3}), ones({2, 3})});
+  EXPECT_EQ(s.shape(), Shape({2, 2, 3}));
+  EXPECT_EQ(s.select(0, 1).to_vector<float>(), std::vector<float>(6, 1.0f));
 }
 
 TEST(Split, PiecesMatchSlices) {
