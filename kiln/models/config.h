@@ -47,6 +47,9 @@ struct ModelConfig {
   int64_t decoder_sparse_step = 1;       // decoder_sparse_step
   std::vector<int64_t> mlp_only_layers;  // mlp_only_layers: dense layers in an MoE model
   double router_aux_loss_coef = 0;       // router_aux_loss_coef
+  // Training-only router terms (no HF field): the z-loss weight (ST-MoE,
+  // the squared log-partition of the router logits; 0: off).
+  double router_z_loss_coef = 0;
 
   double init_std = 0.02;  // initializer_range: std of the normal weight init
 

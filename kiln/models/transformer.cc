@@ -151,15 +151,16 @@ Tensor TransformerModel::scan_layers(const Tensor& x, const RopeTables& rope,
         Tensor doc = doc_ids.defined() ? a[np + 3] : Tensor();
         nn::Routing rt;
         std::vector<Tensor> out{block.forward(a[0], iteration_rope, doc, &rt)};
-        if (moe) out.insert(out.end(), {rt.probs, rt.indices, rt.weights, rt.counts, rt.dropped});
+        if (moe)
+          out.insert(out.end(), {rt.probs, rt.indices, rt.weights, rt.counts, rt.dropped, rt.z_loss});
         return out;
       },
       {x}, stacked, invariants);
   if (moe && routing)
     for (int64_t l = 0; l < int64_t(layers.size()); ++l) {
       auto layer_slice = [&](size_t k) { return r.ys[k].slice(0, l, l + 1).squeeze(0); };
-      routing->push_back(
-          {layer_slice(0), layer_slice(1), layer_slice(2), layer_slice(3), layer_slice(4)});
+      routing->push_back({layer_slice(0), layer_slice(1), layer_slice(2), layer_slice(3),
+                          layer_slice(4), layer_slice(5)});
     }
   return r.carries[0];
 }
@@ -199,10 +200,15 @@ LMOutput CausalLM::forward(const Tensor& ids, const Tensor& targets,
         nn::load_balancing_loss(routing, config_.n_experts, config_.top_k, router_stats_mean);
     if (config_.router_aux_loss_coef != 0)
       out.loss = out.ce_loss + out.aux_loss.to(out.ce_loss.dtype()) * config_.router_aux_loss_coef;
+    Tensor z;
     for (const nn::Routing& r : routing) {
       out.expert_counts.push_back(r.counts);
       out.dropped = out.dropped.defined() ? out.dropped + r.dropped : r.dropped;
+      z = z.defined() ? z + r.z_loss : r.z_loss;
     }
+    out.z_loss = z / double(routing.size());
+    if (config_.router_z_loss_coef != 0)
+      out.loss = out.loss + out.z_loss.to(out.ce_loss.dtype()) * config_.router_z_loss_coef;
   }
   return out;
 }

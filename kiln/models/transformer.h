@@ -80,9 +80,12 @@ class TransformerModel : public nn::Module {
 };
 
 struct LMOutput {
-  Tensor loss;      // ce_loss + router_aux_loss_coef * aux_loss: what training minimises
+  // ce_loss + router_aux_loss_coef * aux_loss + router_z_loss_coef * z_loss:
+  // what training minimises.
+  Tensor loss;
   Tensor ce_loss;   // mean cross-entropy over targets != ignore_index (f32; f64 for f64)
   Tensor aux_loss;  // load-balancing loss (MoE models only)
+  Tensor z_loss;    // router z-loss, the mean of the layers' (MoE models only)
   std::vector<Tensor> expert_counts;  // per MoE layer: [n_experts] i64 tokens routed
   Tensor dropped;  // i64 scalar: assignments the token dispatchers dropped, over the layers
 };

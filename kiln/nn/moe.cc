@@ -51,8 +51,9 @@ void MoE::set_dispatcher(std::shared_ptr<const TokenDispatcher> d) {
 
 Routing MoE::route(const Tensor& x) const {
   Routing r;
-  Tensor logits = matmul(x, gate.weight, false, true);  // [T, E]
-  r.probs = softmax(logits.to(ops::compute_dtype(x.dtype())), -1);
+  Tensor logits = matmul(x, gate.weight, false, true).to(ops::compute_dtype(x.dtype()));  // [T, E]
+  r.probs = softmax(logits, -1);
+  r.z_loss = mean(square(logsumexp(logits, {-1})));
   auto [weights, indices] = topk(r.probs, config.top_k, -1);
   if (config.norm_topk_prob) weights = weights / sum(weights, {-1}, true);
   r.weights = weights.to(x.dtype());

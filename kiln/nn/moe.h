@@ -29,6 +29,7 @@ struct Routing {
   Tensor weights;  // [T, top_k] in x's dtype (renormalised if norm_topk_prob)
   Tensor counts;   // [E] i64, tokens routed to each expert (sums to T * top_k)
   Tensor dropped;  // i64 scalar: assignments the token dispatcher dropped (capacity)
+  Tensor z_loss;   // scalar of probs' dtype: mean over tokens of logsumexp(router logits)^2
 };
 
 class Experts : public Module {

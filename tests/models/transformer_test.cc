@@ -111,6 +111,14 @@ TEST(Transformer, ShapesAndLossAtInit) {
       EXPECT_NEAR(out.loss.item<double>(),
                   out.ce_loss.item<double>() + c.router_aux_loss_coef * out.aux_loss.item<double>(),
                   1e-6);
+      // The z-loss joins the loss only when weighted.
+      EXPECT_GT(out.z_loss.item<double>(), 0);
+      ModelConfig zc = c;
+      zc.router_z_loss_coef = 0.5;
+      auto zm = build_model(zc, DType::f32, 1);
+      LMOutput with_z = zm->forward(ids, targets);
+      EXPECT_NEAR(with_z.loss.item<double>() - out.loss.item<double>(),
+                  0.5 * out.z_loss.item<double>(), 1e-5);
     } else {
       EXPECT_FALSE(out.aux_loss.defined());
       EXPECT_EQ(out.loss.item<double>(), out.ce_loss.item<double>());

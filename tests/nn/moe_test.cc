@@ -151,6 +151,25 @@ TEST(MoE, CompositeRefusesADispatcher) {
   EXPECT_THROW(capacity_dispatcher({"ep", 1}, 0.0), Error);
 }
 
+// ST-MoE's z-loss: the mean over tokens of log(sum_e exp(logit_e))^2.
+TEST(MoE, RouterZLossByHand) {
+  auto m = make(small(true), 3);
+  Generator g(8);
+  Tensor x = randn({6, 6}, g, DType::f64);
+  Vec xs = x.to_vector<double>(), w = m->gate.weight.to_vector<double>();
+  double want = 0;
+  for (int64_t t = 0; t < 6; ++t) {
+    double z = 0;
+    for (int64_t e = 0; e < 5; ++e) {
+      double logit = 0;
+      for (int64_t d = 0; d < 6; ++d) logit += w[size_t(e * 6 + d)] * xs[size_t(t * 6 + d)];
+      z += std::exp(logit);
+    }
+    want += std::log(z) * std::log(z) / 6;
+  }
+  EXPECT_NEAR(m->route(x).z_loss.item<double>(), want, 1e-12);
+}
+
 TEST(MoE, RoutingWeightsAndCounts) {
   for (bool norm : {true, false}) {
     auto m = make(small(norm), 3, DType::f32);
