@@ -135,7 +135,8 @@ int64_t layer_params(const ModelConfig& c, int64_t layer, int64_t experts) {
   if (c.qk_norm) n += 2 * c.head_dim;
   n += 2 * c.dim;  // input and post-attention norms
   if (c.is_moe_layer(layer))
-    n += c.n_experts * c.dim + experts * 3 * c.dim * c.moe_ffn_dim;  // router + experts
+    n += c.n_experts * c.dim + experts * 3 * c.dim * c.moe_ffn_dim +  // router + experts
+         (c.router_bias_update_rate > 0 ? c.n_experts : 0);            // its bias
   else
     n += 3 * c.dim * c.ffn_dim;
   return n;

@@ -50,6 +50,11 @@ struct ModelConfig {
   // Training-only router terms (no HF field): the z-loss weight (ST-MoE,
   // the squared log-partition of the router logits; 0: off).
   double router_z_loss_coef = 0;
+  // Auxiliary-loss-free balancing (DeepSeek-V3), 0: off. Above 0 every MoE
+  // router gains a per-expert bias (mlp.gate.e_score_correction_bias), added
+  // to the scores only to choose the top-k, which the trainer moves by this
+  // much after each step towards balance (kiln/train/router_bias.h).
+  double router_bias_update_rate = 0;
 
   double init_std = 0.02;  // initializer_range: std of the normal weight init
 

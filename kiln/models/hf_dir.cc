@@ -158,6 +158,13 @@ nn::StateDict hf_to_kiln_state_dict(nn::StateDict hf, const ModelConfig& config,
     fail("the MoE expert weights do not fit the model (", E, " experts of [", I, ", ", D,
          "] gate/up and [", D, ", ", I, "] down weights per layer):", list);
   }
+  // A routing bias (auxiliary-loss-free balancing) the folder lacks starts
+  // at zero: Hugging Face's Qwen3-MoE has none.
+  if (config.router_bias_update_rate > 0)
+    for (int64_t l = 0; l < config.n_layers; ++l)
+      if (config.is_moe_layer(l))
+        hf.try_emplace(cat("model.layers.", l, ".mlp.gate.e_score_correction_bias"),
+                       zeros({E}, dtype));
   return hf;
 }
 
@@ -205,6 +212,11 @@ void save_hf_model(const CausalLM& model, const std::string& dir, const HfSaveOp
   KILN_CHECK(options.max_shard_bytes > 0, "save_hf_model: max_shard_bytes must be positive");
   KILN_CHECK(options.overwrite || !fs::exists(dir), "save_hf_model: '", dir,
              "' already exists; remove it or set overwrite to replace it");
+  KILN_CHECK(model.config().router_bias_update_rate == 0,
+             "save_hf_model: the model routes with a per-expert bias (model.router_bias_update_rate "
+             "= ", model.config().router_bias_update_rate, "), which Hugging Face's ",
+             hf_architecture(model.config()), " does not have: its outputs would differ from "
+             "this model's; train without the routing bias to export");
   DType dtype = model.model.embed_tokens.weight.dtype();
   std::string config = hf_config_json(model.config(), dtype);
 

@@ -26,9 +26,10 @@ namespace kiln {
 nn::StateDict read_hf_weights(const std::string& dir);
 
 // Hub layout -> kiln parameter names: stacks per-expert weights (checking
-// every expert is present with shape [moe_ffn_dim, dim] / [dim, moe_ffn_dim])
-// and drops a tied model's redundant lm_head.weight. Entries are converted
-// to `dtype`. Other names pass through unchanged.
+// every expert is present with shape [moe_ffn_dim, dim] / [dim, moe_ffn_dim]),
+// drops a tied model's redundant lm_head.weight and, for a config with a
+// routing bias, adds zero biases the hub layout lacks. Entries are
+// converted to `dtype`. Other names pass through unchanged.
 nn::StateDict hf_to_kiln_state_dict(nn::StateDict hf, const ModelConfig& config, DType dtype);
 // kiln parameters -> hub layout (per-expert weights as views, no copies).
 NamedTensors kiln_to_hf_tensors(const CausalLM& model);
@@ -50,7 +51,8 @@ struct HfSaveOptions {
 };
 
 // Writes config.json and the weights (in the parameters' dtype) into `dir`
-// atomically: everything is written to a temporary directory beside it,
+// atomically (a model with a routing bias, which the hub classes lack, is
+// refused): everything is written to a temporary directory beside it,
 // which is then renamed into place. Missing parent directories are created.
 void save_hf_model(const CausalLM& model, const std::string& dir,
                    const HfSaveOptions& options = {});

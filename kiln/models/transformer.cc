@@ -32,6 +32,7 @@ nn::MoEConfig moe_config(const ModelConfig& c) {
   m.ffn_dim = c.moe_ffn_dim;
   m.norm_topk_prob = c.norm_topk_prob;
   m.impl = c.moe_impl;
+  m.routing_bias = c.router_bias_update_rate > 0;
   return m;
 }
 

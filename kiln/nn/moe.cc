@@ -19,8 +19,11 @@ Experts::Experts(int64_t n_experts, int64_t dim, int64_t ffn_dim, DType dtype) {
                      Init::normal);
 }
 
-Router::Router(int64_t n_experts, int64_t dim, DType dtype) {
+Router::Router(int64_t n_experts, int64_t dim, DType dtype, bool bias) {
   register_parameter("weight", &weight, zeros({n_experts, dim}, dtype), Init::normal);
+  if (bias)
+    register_parameter("e_score_correction_bias", &e_score_correction_bias,
+                       zeros({n_experts}, dtype), Init::zeros);
 }
 
 ComponentRegistry<ExpertsFn>& moe_impls() {
@@ -31,7 +34,7 @@ ComponentRegistry<ExpertsFn>& moe_impls() {
 MoE::MoE(const MoEConfig& c, DType dtype)
     : config(c),
       experts(c.n_experts, c.dim, c.ffn_dim, dtype),
-      gate(c.n_experts, c.dim, dtype),
+      gate(c.n_experts, c.dim, dtype, c.routing_bias),
       run_experts_(moe_impls().get(c.impl)),
       dispatcher_(local_dispatcher()) {
   KILN_CHECK(c.n_experts > 0 && c.top_k > 0 && c.top_k <= c.n_experts && c.ffn_dim > 0,
@@ -55,6 +58,10 @@ Routing MoE::route(const Tensor& x) const {
   r.probs = softmax(logits, -1);
   r.z_loss = mean(square(logsumexp(logits, {-1})));
   auto [weights, indices] = topk(r.probs, config.top_k, -1);
+  if (gate.e_score_correction_bias.defined()) {
+    indices = topk(r.probs + gate.e_score_correction_bias.to(r.probs.dtype()), config.top_k, -1).second;
+    weights = gather(r.probs, -1, indices);
+  }
   if (config.norm_topk_prob) weights = weights / sum(weights, {-1}, true);
   r.weights = weights.to(x.dtype());
   r.indices = indices;

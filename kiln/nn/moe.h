@@ -20,6 +20,10 @@ struct MoEConfig {
   int64_t dim = 0, n_experts = 0, top_k = 0, ffn_dim = 0;
   bool norm_topk_prob = true;
   std::string impl = "composite";  // how the experts run: a moe_impls() name
+  // A per-expert bias the router adds to its scores to choose the top-k
+  // (the weights stay the unbiased scores'): DeepSeek-V3's
+  // auxiliary-loss-free balancing, "gate.e_score_correction_bias" [E].
+  bool routing_bias = false;
 };
 
 // What the router decided for a batch of T tokens.
@@ -40,8 +44,9 @@ class Experts : public Module {
 
 class Router : public Module {
  public:
-  Router(int64_t n_experts, int64_t dim, DType dtype);
+  Router(int64_t n_experts, int64_t dim, DType dtype, bool bias);
   Tensor weight;  // [E, dim]
+  Tensor e_score_correction_bias;  // [E], zeros at init; undefined without a routing bias
 };
 
 class MoE;

@@ -54,18 +54,21 @@ std::vector<Tensor> ParamDistribution::shard(const std::vector<Tensor>& local) c
   KILN_CHECK(local.size() == local_shapes_.size(), "SimpleFSDP: ", local.size(),
              " tensors to shard, but the distribution was made for ", local_shapes_.size());
   std::vector<Tensor> out;
-  for (size_t i = 0; i < local.size(); ++i) {
-    const Tensor& t = local[i];
-    KILN_CHECK(t.shape() == local_shapes_[i], "SimpleFSDP: tensor ", i, " is ", t.shape(),
-               ", expected ", local_shapes_[i]);
-    const int64_t n = axis_of(i).size, r = rank_along(i);
-    int64_t rows = t.shape()[0], k = shard_rows(rows, n);
-    std::vector<std::pair<int64_t, int64_t>> pads(t.shape().size(), {0, 0});
-    pads[0].second = k * n - rows;
-    Tensor padded = pads[0].second ? pad(t, pads) : t;
-    out.push_back(padded.slice(0, r * k, (r + 1) * k).contiguous());
-  }
+  for (size_t i = 0; i < local.size(); ++i) out.push_back(shard_of(i, local[i]));
   return out;
+}
+
+Tensor ParamDistribution::shard_of(size_t i, const Tensor& t) const {
+  if (!sharded()) return t;
+  KILN_CHECK(i < local_shapes_.size() && t.shape() == local_shapes_[i], "SimpleFSDP: tensor ", i,
+             " is ", t.shape(), ", expected ",
+             i < local_shapes_.size() ? local_shapes_[i] : Shape{});
+  const int64_t n = axis_of(i).size, r = rank_along(i);
+  int64_t rows = t.shape()[0], k = shard_rows(rows, n);
+  std::vector<std::pair<int64_t, int64_t>> pads(t.shape().size(), {0, 0});
+  pads[0].second = k * n - rows;
+  Tensor padded = pads[0].second ? pad(t, pads) : t;
+  return padded.slice(0, r * k, (r + 1) * k).contiguous();
 }
 
 std::vector<Tensor> ParamDistribution::gather(const std::vector<Tensor>& shards,

@@ -63,6 +63,9 @@ class ParamDistribution {
   // The model's full tensors from every rank's masters (collective: every
   // rank calls it).
   std::vector<Tensor> to_full(const std::vector<Tensor>& masters) const;
+  // This rank's FSDP rows of parameter i's tensor `local` (its tp slice or
+  // experts: what every rank of the dp group holds whole).
+  Tensor shard_of(size_t i, const Tensor& local) const;
 
   // In the step function (traceable):
   // the model's parameters from the masters (shards): all_gather in the

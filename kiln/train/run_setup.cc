@@ -1,5 +1,6 @@
 #include "kiln/train/run_setup.h"
 
+#include "kiln/base/error.h"
 #include "kiln/models/hf_dir.h"
 
 namespace kiln::train {
@@ -9,7 +10,12 @@ RunSetup::RunSetup(const TrainConfig& c, std::shared_ptr<dist::DeviceMesh> m)
       mesh(std::move(m)),
       mc(resolve_model_config(c)),
       policy(optim::MixedPrecisionPolicy::from_name(c.training.mixed_precision_param)),
-      accum(grad_accum_steps(c, mesh->size("dp"))) {}
+      accum(grad_accum_steps(c, mesh->size("dp"))) {
+  KILN_CHECK(!c.checkpoint.last_save_in_hf || mc.router_bias_update_rate == 0,
+             "checkpoint.last_save_in_hf with model.router_bias_update_rate = ",
+             mc.router_bias_update_rate, ": Hugging Face's Qwen3-MoE has no routing bias, so the "
+             "exported model would route differently from the trained one; turn one of them off");
+}
 
 void RunSetup::build(bool load_initial_weights) {
   const TrainConfig& c = config;
@@ -56,6 +62,7 @@ void RunSetup::build(bool load_initial_weights) {
   so.overlap_collectives = c.compile.overlap_collectives;
   so.distribution = dist;
   step = std::make_unique<TrainStep>(*model, policy, *adamw, so);
+  router_bias = std::make_unique<RouterBiasBalancer>(names, mc.router_bias_update_rate);
 }
 
 }  // namespace kiln::train

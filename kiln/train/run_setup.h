@@ -16,6 +16,7 @@
 #include "kiln/train/config.h"
 #include "kiln/train/expert_parallel.h"
 #include "kiln/train/parallelize.h"
+#include "kiln/train/router_bias.h"
 #include "kiln/train/step.h"
 #include "kiln/train/tensor_parallel.h"
 
@@ -51,6 +52,7 @@ class RunSetup {
   std::unique_ptr<optim::AdamW> adamw;
   optim::AdamWState state;
   std::unique_ptr<TrainStep> step;
+  std::unique_ptr<RouterBiasBalancer> router_bias;  // moves the routing biases after each step
 };
 
 }  // namespace kiln::train

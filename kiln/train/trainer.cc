@@ -443,6 +443,7 @@ TrainResult Run::go() {
     m.step = step;
     m.lr = schedule_->lr(step - 1);
     StepResult r = train_step(m.lr);
+    s_.router_bias->update(s_.masters, r.expert_tokens, *s_.dist);
     m.loss = r.loss;
     m.grad_norm = r.grad_norm;
     if (!r.expert_tokens.empty()) m.moe = expert_load(r.expert_tokens, r.dropped_tokens);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "kiln/io/safetensors.h"
 #include "tests/support/cli.h"
 #include "tests/support/mesh_runs.h"
 #include "tests/support/temp_dir.h"
@@ -115,6 +116,22 @@ TEST_F(ExpertParallel, EveryMeshAndDispatcherGivesTheOneProcessLosses) {
   ASSERT_EQ(capacity.status, 0) << capacity.output;
   expect_close(curve("single_capacity"), reference_, 0, "capacity at ep 1");
   expect_first_routing(root_ / "single_capacity", routing);
+}
+
+// Auxiliary-loss-free balancing moves the same biases on every rank: EP 2
+// trains as one process does, and the biases are saved in the checkpoint.
+TEST_F(ExpertParallel, RoutingBiasBalancingUnderEp2IsOneProcesss) {
+  const std::string bias = "--model.router_bias_update_rate 0.01 --checkpoint.enable";
+  CliRun one = kiln(kOneRank, "single_bias", bias);
+  ASSERT_EQ(one.status, 0) << one.output;
+  CliRun ep2 = kiln(kMeshes[2], "ep2xefsdp2_bias", bias);
+  ASSERT_EQ(ep2.status, 0) << ep2.output;
+  expect_close(curve("ep2xefsdp2_bias"), curve("single_bias"), 0, "ep2 x efsdp2 with routing bias");
+  EXPECT_NE(curve("single_bias").loss, reference_.loss) << "the bias changed the routing";
+  SafetensorsFile one_ck((root_ / "single_bias/checkpoint/step-10/model.safetensors").string());
+  const std::string name = "model.layers.1.mlp.gate.e_score_correction_bias";
+  std::vector<float> b = one_ck.get(name).to_vector<float>();
+  EXPECT_NE(b, std::vector<float>(b.size(), 0.0f)) << "the biases moved";
 }
 
 // Below the even share, experts overflow: the drops are counted (every

@@ -110,6 +110,28 @@ TEST(HfDir, ShardsMoEExpertsInTheHubLayout) {
   expect_same_parameters(*model, *load_hf_model(tmp / "m"));
 }
 
+// The hub's Qwen3-MoE has no routing bias: a folder loads into a model
+// with one as zeros, and such a model is not exported.
+TEST(HfDir, RoutingBiasesStartAtZeroAndAreNotExported) {
+  TempDir tmp;
+  ModelConfig c = model_config("qwen3_moe_debug");
+  auto plain = build_model(c, DType::f32, 4);
+  save_hf_model(*plain, tmp / "m");
+  c.router_bias_update_rate = 0.001;
+  CausalLM biased(c);
+  load_hf_weights(biased, tmp / "m");
+  for (size_t l = 0; l < biased.model.layers.size(); ++l) {
+    const Tensor& b = biased.model.layers[l].moe->gate.e_score_correction_bias;
+    EXPECT_EQ(b.to_vector<float>(), std::vector<float>(size_t(c.n_experts), 0.0f)) << l;
+    EXPECT_EQ(biased.model.layers[l].moe->gate.weight.to_vector<float>(),
+              plain->model.layers[l].moe->gate.weight.to_vector<float>());
+  }
+  EXPECT_EQ(biased.num_parameters(), param_count(c));
+  expect_error([&] { save_hf_model(biased, tmp / "biased"); },
+               {"routes with a per-expert bias", "Qwen3MoeForCausalLM"});
+  EXPECT_FALSE(fs::exists(tmp / "biased"));
+}
+
 TEST(HfDir, ConvertsDtypes) {
   TempDir tmp;
   auto bf = build_model(model_config("llama3_debug"), DType::bf16, 5);

@@ -170,6 +170,32 @@ TEST(MoE, RouterZLossByHand) {
   EXPECT_NEAR(m->route(x).z_loss.item<double>(), want, 1e-12);
 }
 
+// DeepSeek-V3's balancing bias picks the experts; the weights stay the
+// unbiased probabilities (renormalised as usual).
+TEST(MoE, RoutingBiasChoosesTheExpertsButNotTheWeights) {
+  MoEConfig c = small(false);
+  c.routing_bias = true;
+  auto m = make(c, 3);
+  ASSERT_TRUE(m->gate.e_score_correction_bias.defined());
+  EXPECT_EQ(m->gate.e_score_correction_bias.to_vector<double>(), Vec(5, 0.0)) << "zeros at init";
+  Generator g(8);
+  Tensor x = randn({20, 6}, g, DType::f64);
+  Routing plain = m->route(x);
+  m->gate.e_score_correction_bias = from_vector<double>({0, 0, 0, 0, 10}, {5});
+  Routing r = m->route(x);
+  std::vector<int64_t> idx = r.indices.to_vector<int64_t>(), plain_idx = plain.indices.to_vector<int64_t>();
+  Vec probs = r.probs.to_vector<double>(), w = r.weights.to_vector<double>();
+  EXPECT_EQ(probs, plain.probs.to_vector<double>()) << "the bias leaves the scores";
+  for (int64_t t = 0; t < 20; ++t) {
+    EXPECT_EQ(idx[size_t(t * 2)], 4) << "token " << t;  // the biased expert first
+    // The other slot: the token's best expert other than 4.
+    int64_t best = plain_idx[size_t(t * 2)] == 4 ? plain_idx[size_t(t * 2 + 1)] : plain_idx[size_t(t * 2)];
+    EXPECT_EQ(idx[size_t(t * 2 + 1)], best) << "token " << t;
+    for (int k = 0; k < 2; ++k)
+      EXPECT_EQ(w[size_t(t * 2 + k)], probs[size_t(t * 5 + idx[size_t(t * 2 + k)])]);
+  }
+}
+
 TEST(MoE, RoutingWeightsAndCounts) {
   for (bool norm : {true, false}) {
     auto m = make(small(norm), 3, DType::f32);
