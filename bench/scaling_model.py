@@ -5,11 +5,20 @@ Measures (or takes) the compute time of one training step per rank, takes the
 collective sizes from the model's parameter count (`kiln info --model NAME
 --json`), and predicts the weak-scaling efficiency (fixed tokens per rank) at
 8, 64 and 512 ranks for SimpleFSDP and HSDP, with and without overlap of
-communication and compute. Prints the assumptions with the table.
+communication and compute, and for a mixture-of-experts model the same two
+with expert parallelism (EP). Prints the assumptions with the table.
 
   bench/scaling_model.py                       # measure llama3_debug here (graph trainer)
   bench/scaling_model.py --model llama3_8b --tflops-per-rank 400 \\
       --tokens-per-rank 8192 --intra-gbs 400 --inter-gbs 50   # an H100-class cluster
+  bench/scaling_model.py --model qwen3_30b_a3b --ep 8 --tflops-per-rank 400 \\
+      --tokens-per-rank 8192 --intra-gbs 400 --inter-gbs 50   # MoE, experts over 8 ranks
+
+KILN_BIN names the kiln binary (default build/kiln).
+
+Compute per rank: kiln info's flops_per_token (6 x the active parameters less
+the embedding table, plus attention) x tokens per rank / achieved TFLOP/s; EP
+does not change it (routing assumed balanced).
 
 The communication model, per optimizer step and rank (ring algorithms):
   SimpleFSDP over n ranks: all_gather of the bf16 parameters for the forward,
@@ -21,10 +30,26 @@ The communication model, per optimizer step and rank (ring algorithms):
     2 (r-1)/r * P/h * 4 bytes over the inter-host link.
   Latency: alpha per ring step, (ring size - 1) steps per collective, three
     collectives per parameter tensor.
+  + EP over groups of ep consecutive ranks (rank j of a group holds 1/ep of
+    each MoE layer's experts):
+    the dense parameters (all but the experts: attention, norms, embeddings,
+      routers) are sharded as above over all n ranks;
+    the expert parameters E = n_moe_layers * n_experts * 3 * dim * moe_ffn_dim
+      are sharded over the n/ep ranks holding the same experts: the same
+      SimpleFSDP / HSDP collectives of E/ep parameters over a ring of n/ep
+      (max(1, ranks/host / ep) of them per host);
+    per MoE layer, the dispatch all_to_all sends each token's hidden state to
+      its top_k experts' ranks, (ep-1)/ep of them off the rank, the combine
+      brings them back, and the backward does both again:
+      4 * tokens * top_k * dim * 2 (bf16) * (ep-1)/ep bytes over the
+      intra-host link when ep <= ranks/host, else the inter-host link, plus
+      alpha * (ep-1) per all_to_all (4 per MoE layer; the small exchange of
+      per-expert counts before each dispatch is left out).
   Efficiency: compute / (compute + comm) without overlap, compute / max(compute,
     comm) with perfect overlap; real runs land in between.
 """
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -34,11 +59,13 @@ import tempfile
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KILN = os.environ.get("KILN_BIN", os.path.join(ROOT, "build", "kiln"))
+
+Links = collections.namedtuple("Links", "intra inter a_intra a_inter")  # bytes/s, s
 
 
 def kiln(args):
-    return subprocess.run([os.path.join(ROOT, "build", "kiln")] + args, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run([KILN] + args, check=True, capture_output=True, text=True).stdout
 
 
 def measure(recipe, steps):
@@ -57,18 +84,47 @@ def measure(recipe, steps):
             statistics.median(r["tflops"] for r in steady), tokens)
 
 
-def comm_seconds(kind, n, per_host, params, tensors, intra, inter, a_intra, a_inter):
+def link(links, local):
+    return (links.intra, links.a_intra) if local else (links.inter, links.a_inter)
+
+
+def comm_seconds(kind, n, per_host, params, tensors, links):
+    """SimpleFSDP ("fsdp") or HSDP parameter collectives of `params` over n ranks."""
     if n == 1:
         return 0.0
     if kind == "fsdp":
-        bw, alpha = (intra, a_intra) if n <= per_host else (inter, a_inter)
+        bw, alpha = link(links, n <= per_host)
         return (n - 1) / n * params * 8 / bw + 3 * tensors * (n - 1) * alpha
     h = min(n, per_host)
     r = n // h
-    t = (h - 1) / h * params * 8 / intra + 3 * tensors * (h - 1) * a_intra
+    t = (h - 1) / h * params * 8 / links.intra + 3 * tensors * (h - 1) * links.a_intra
     if r > 1:
-        t += 2 * (r - 1) / r * (params / h) * 4 / inter + tensors * 2 * (r - 1) * a_inter
+        t += 2 * (r - 1) / r * (params / h) * 4 / links.inter + tensors * 2 * (r - 1) * links.a_inter
     return t
+
+
+def moe_layers(info):
+    if not info.get("n_experts"):
+        return 0
+    return sum((l + 1) % info["decoder_sparse_step"] == 0 and l not in info["mlp_only_layers"]
+               for l in range(info["n_layers"]))
+
+
+def a2a_seconds(ep, per_host, tokens, info, links):
+    """Dispatch + combine all_to_alls, forward and backward, of every MoE layer."""
+    bw, alpha = link(links, ep <= per_host)
+    sent = 4 * tokens * info["top_k"] * info["dim"] * 2 * (ep - 1) / ep
+    return moe_layers(info) * (sent / bw + 4 * (ep - 1) * alpha)
+
+
+def ep_comm_seconds(kind, n, ep, per_host, info, tensors, a2a, links):
+    """Dense parameters over n ranks, experts over n/ep, plus the all_to_alls."""
+    n_moe = moe_layers(info)
+    experts = n_moe * info["n_experts"] * 3 * info["dim"] * info["moe_ffn_dim"]
+    expert_tensors = 2 * n_moe  # gate_up_proj, down_proj
+    dense = comm_seconds(kind, n, per_host, info["params"] - experts, tensors - expert_tensors, links)
+    return dense + comm_seconds(kind, n // ep, max(1, per_host // ep), experts / ep,
+                                expert_tensors, links) + a2a
 
 
 def main():
@@ -78,6 +134,7 @@ def main():
     p.add_argument("--steps", type=int, default=12, help="steps of the measured run")
     p.add_argument("--tflops-per-rank", type=float, help="achieved TFLOP/s per rank (skips measuring)")
     p.add_argument("--tokens-per-rank", type=int, help="tokens per rank per step (with --tflops-per-rank)")
+    p.add_argument("--ep", type=int, help="expert-parallel degree (default: 8 for MoE models, 1 for dense)")
     p.add_argument("--ranks-per-host", type=int, default=8)
     p.add_argument("--intra-gbs", type=float, default=100.0, help="intra-host GB/s per rank")
     p.add_argument("--inter-gbs", type=float, default=12.5, help="inter-host GB/s per rank (100 Gb/s)")
@@ -86,6 +143,13 @@ def main():
     a = p.parse_args()
 
     info = json.loads(kiln(["info", "--model", a.model, "--json"]))
+    n_moe = moe_layers(info)
+    if a.ep is None:
+        a.ep = 8 if n_moe else 1
+    if a.ep != 1 and not n_moe:
+        sys.exit(f"--ep {a.ep} needs an MoE model; {a.model} is dense")
+    if n_moe and (a.ep < 1 or info["n_experts"] % a.ep):
+        sys.exit(f"--ep must divide n_experts ({info['n_experts']}), got {a.ep}")
     if a.tflops_per_rank is None:
         tps, tflops, tokens = measure(a.recipe, a.steps)
         source = f"measured here: {a.recipe}, graph trainer, {tps:.0f} tokens/s, {tflops:.4f} TFLOP/s"
@@ -96,20 +160,32 @@ def main():
             sys.exit("--tflops-per-rank needs --tokens-per-rank")
         source = f"given: {a.tflops_per_rank} TFLOP/s per rank"
     compute = info["flops_per_token"] * a.tokens_per_rank / (a.tflops_per_rank * 1e12)
-    params = info["params"]
     tensors = 2 + info["n_layers"] * 9  # embeddings + norm/head, ~9 tensors per block
+    links = Links(a.intra_gbs * 1e9, a.inter_gbs * 1e9, a.alpha_intra_us * 1e-6, a.alpha_inter_us * 1e-6)
+    layouts = ["fsdp", "hsdp"] + (["fsdp+ep", "hsdp+ep"] if a.ep > 1 else [])
 
-    print(f"model {a.model}: {params / 1e6:.1f}M parameters, {info['flops_per_token'] / 1e9:.3f} "
-          f"GFLOP/token; {a.tokens_per_rank} tokens per rank per step")
+    print(f"model {a.model}: {info['params'] / 1e6:.1f}M parameters ({info['active_params'] / 1e6:.1f}M "
+          f"active), {info['flops_per_token'] / 1e9:.3f} GFLOP/token; {a.tokens_per_rank} tokens per "
+          f"rank per step")
     print(f"compute per step and rank: {compute * 1e3:.2f} ms ({source})")
     print(f"links: {a.intra_gbs} GB/s intra-host, {a.inter_gbs} GB/s inter-host per rank, "
           f"alpha {a.alpha_intra_us}/{a.alpha_inter_us} us; {a.ranks_per_host} ranks per host")
+    if a.ep > 1:
+        a2a = a2a_seconds(a.ep, a.ranks_per_host, a.tokens_per_rank, info, links)
+        where = "intra" if a.ep <= a.ranks_per_host else "inter"
+        print(f"ep {a.ep}: {n_moe} MoE layers x {info['n_experts']} experts (top {info['top_k']}) over "
+              f"{a.ep} ranks; all_to_all {a2a * 1e3:.2f} ms per step and rank ({where}-host), "
+              f"experts sharded over n/{a.ep} ranks")
     print()
     print(f"{'ranks':>6} {'layout':>8} {'comm ms':>10} {'eff. no overlap':>16} {'eff. overlap':>13}")
     for n in (8, 64, 512):
-        for kind in ("fsdp", "hsdp"):
-            t = comm_seconds(kind, n, a.ranks_per_host, params, tensors, a.intra_gbs * 1e9,
-                             a.inter_gbs * 1e9, a.alpha_intra_us * 1e-6, a.alpha_inter_us * 1e-6)
+        for kind in layouts:
+            if kind.endswith("+ep"):
+                if n % a.ep:
+                    continue
+                t = ep_comm_seconds(kind[:4], n, a.ep, a.ranks_per_host, info, tensors, a2a, links)
+            else:
+                t = comm_seconds(kind, n, a.ranks_per_host, info["params"], tensors, links)
             print(f"{n:>6} {kind:>8} {t * 1e3:>10.2f} {compute / (compute + t):>16.1%} "
                   f"{compute / max(compute, t):>13.1%}")
 
