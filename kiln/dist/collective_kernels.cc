@@ -175,25 +175,26 @@ std::string list_text(const std::vector<int64_t>& v) {
   return s;
 }
 
-// Every rank learns what its peers will send it and compares that with
-// what it expects; then all learn who disagreed, so they fail together
-// rather than leave some waiting in the exchange.
+// Every rank's send and receive counts, gathered (one small collective):
+// every rank finds the same disagreements, so all fail together rather
+// than leave some waiting in the exchange.
 void check_rows_agree(ProcessGroup& g, const std::vector<int64_t>& send,
                       const std::vector<int64_t>& recv) {
-  const int n = g.size();
-  std::vector<int64_t> ones(static_cast<size_t>(n), 1), sent(static_cast<size_t>(n));
-  g.all_to_all(send.data(), ones, sent.data(), ones, DType::i64).wait();
-  int32_t mine = sent != recv, any = 0;
-  std::vector<int32_t> flags(static_cast<size_t>(n));
-  g.all_gather(&mine, flags.data(), 1, DType::i32).wait();
+  const size_t n = size_t(g.size());
+  std::vector<int64_t> mine = send, all(2 * n * n);
+  mine.insert(mine.end(), recv.begin(), recv.end());
+  g.all_gather(mine.data(), all.data(), int64_t(2 * n), DType::i64).wait();
+  // all[p * 2n + j]: what p sends j; all[p * 2n + n + j]: what p expects from j.
   std::string who;
-  for (int r = 0; r < n; ++r)
-    if (flags[size_t(r)]) {
-      who += (who.empty() ? "" : ",") + std::to_string(g.world_ranks()[size_t(r)]);
-      any = 1;
-    }
-  KILN_CHECK(!any, "all_to_all_v over ", g.describe(), ": the ranks disagree on the rows they "
-             "exchange (token counts); world ranks ", who, " expect other counts than their "
+  for (size_t q = 0; q < n; ++q) {
+    bool wrong = false;
+    for (size_t p = 0; p < n; ++p) wrong |= all[q * 2 * n + n + p] != all[p * 2 * n + q];
+    if (wrong) who += (who.empty() ? "" : ",") + std::to_string(g.world_ranks()[q]);
+  }
+  std::vector<int64_t> sent;  // to this rank, by each
+  for (size_t p = 0; p < n; ++p) sent.push_back(all[p * 2 * n + size_t(g.rank())]);
+  KILN_CHECK(who.empty(), "all_to_all_v over ", g.describe(), ": the ranks disagree on the rows "
+             "they exchange (token counts); world ranks ", who, " expect other counts than their "
              "peers send. This rank expects rows ", list_text(recv), " from group ranks 0..",
              n - 1, ", which send it ", list_text(sent));
 }
