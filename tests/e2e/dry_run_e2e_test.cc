@@ -55,15 +55,6 @@ TEST(DryRun, EveryRecipeStarts) {
   for (const fs::path& recipe : all) {
     SCOPED_TRACE(recipe.filename().string());
     CliRun r = run_cli("train --dry-run --config " + recipe.string());
-    if (recipe.stem() == "qwen3_30b_a3b") {
-      // Flips once expert parallelism lands: then this recipe plans like the others.
-      EXPECT_NE(r.status, 0) << r.output;
-      EXPECT_NE(r.output.find("parallelism.expert_parallel_degree = 8 asks for expert "
-                              "parallelism, which is not implemented yet"),
-                std::string::npos)
-          << r.output;
-      continue;
-    }
     ASSERT_EQ(r.status, 0) << r.output;
     for (const char* section :
          {"dry run: ", "mesh: ", "model: ", "step: ", "parameters: full shape", "memory per rank",
@@ -73,7 +64,9 @@ TEST(DryRun, EveryRecipeStarts) {
     nlohmann::json j = plan("--config " + recipe.string());
     EXPECT_TRUE(j["world_size_implied"].get<bool>());
     EXPECT_GT(j["params"].get<int64_t>(), 0);
-    EXPECT_GT(j["flops_per_token"].get<double>(), 6.0 * j["params"].get<double>() / 2);
+    // 6N + attention, N the parameters a token uses: 8 of 30B-A3B's 128 experts.
+    const double used = recipe.stem() == "qwen3_30b_a3b" ? 3.0e9 : j["params"].get<double>() / 2;
+    EXPECT_GT(j["flops_per_token"].get<double>(), 6.0 * used);
     // f32 masters; AdamW's m and v are two more of each; a gradient per master.
     EXPECT_EQ(mem(j, "optimizer_state"), 2 * mem(j, "params"));
     EXPECT_EQ(mem(j, "gradients"), mem(j, "params"));
@@ -132,6 +125,32 @@ TEST(DryRun, ActivationCheckpointPolicies) {
   EXPECT_NE(run_cli("train --dry-run --config llama3_8b --compile.scan_layers")
                 .output.find("inside compile.scan_layers' scan  not known"),
             std::string::npos);
+}
+
+// Qwen3-30B-A3B as shipped: 8 ranks, each holding 16 of every layer's 128
+// experts (and 1/8 of the dense parameters), the capacity dispatcher's
+// static buffers planning less memory than dropless all_to_all's
+// worst-case ones.
+TEST(DryRun, Qwen3_30bA3bSplitsItsExpertsOverEp8) {
+  nlohmann::json j = plan("--config qwen3_30b_a3b");
+  EXPECT_EQ(j["world_size"], 8);
+  EXPECT_EQ(j["mesh"], "dp_replicate 1 x dp_shard 8 (SimpleFSDP), experts over ep 8 x efsdp 1 "
+                       "(capacity 1.25 over ep (8 ranks))");
+  int experts = 0;
+  for (const auto& p : j["parameters"])
+    if (p["name"].get<std::string>().find(".mlp.experts.") != std::string::npos) {
+      EXPECT_EQ(p["full"][0], 128) << p;
+      EXPECT_EQ(p["local"][0], 16) << p;
+      ++experts;
+    }
+  EXPECT_EQ(experts, 2 * 48);
+  nlohmann::json dropless = plan("--config qwen3_30b_a3b --parallelism.expert_dispatcher all_to_all");
+  EXPECT_LT(mem(j, "total"), mem(dropless, "total"));
+  EXPECT_EQ(mem(j, "params"), mem(dropless, "params"));
+  // EP 8 x efsdp 2 on 16 ranks: the experts' FSDP halves them again.
+  nlohmann::json wide = plan("--config qwen3_30b_a3b --world-size 16");
+  EXPECT_NE(wide["mesh"].get<std::string>().find("ep 8 x efsdp 2"), std::string::npos) << wide;
+  EXPECT_LT(mem(wide, "params"), mem(j, "params"));
 }
 
 // A degree a real run refuses is refused with the same message.
