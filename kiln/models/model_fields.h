@@ -27,6 +27,9 @@ struct ModelField {
   // A component implementation: the registry its value must name (and the
   // component `--override <component>=<impl>` sets). Null otherwise.
   const nn::ComponentRegistryBase* registry = nullptr;
+  // How the model trains, with no Hugging Face config.json key (the router's
+  // z-loss and balancing-bias rate): a fine-tune takes the recipe's.
+  bool training = false;
 };
 
 const std::vector<ModelField>& model_fields();

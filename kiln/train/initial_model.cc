@@ -23,7 +23,7 @@ ModelConfig with_recipe_components(ModelConfig m, const ModelConfig& recipe,
   for (const ModelField& f : model_fields()) {
     std::visit(
         [&](auto member) {
-          if (f.registry) {
+          if (f.registry || f.training) {
             m.*member = recipe.*member;
             return;
           }

@@ -5,7 +5,9 @@
 // an architecture field to another value the folder's weights cannot be
 // those of the recipe's model, so that is refused naming both. The
 // component implementations (attention_impl, loss_impl, ...: how the model
-// runs, not what it computes) stay the recipe's.
+// runs, not what it computes) and the training-only fields (the router's
+// z-loss and balancing rate, which config.json has no key for) stay the
+// recipe's.
 #pragma once
 #include <string>
 
