@@ -50,10 +50,6 @@ int64_t local_count(const MeshAxis& ep, int64_t n_experts) {
   return n_experts / ep.size;
 }
 
-std::string over(const MeshAxis& ep) {
-  return ep.size > 1 ? cat(" over ", ep.name, " (", ep.size, " ranks)") : "";
-}
-
 class Local final : public TokenDispatcher {
  public:
   std::string describe() const override { return "local"; }
@@ -71,7 +67,7 @@ class Local final : public TokenDispatcher {
 class AllToAll final : public TokenDispatcher {
  public:
   explicit AllToAll(MeshAxis ep) : ep_(std::move(ep)) {}
-  std::string describe() const override { return "all_to_all" + over(ep_); }
+  std::string describe() const override { return "all_to_all"; }
   int64_t local_experts(int64_t n_experts) const override { return local_count(ep_, n_experts); }
 
   Dispatched dispatch(const Tensor& x, const Routing& r, int64_t n_experts) const override {
@@ -117,7 +113,7 @@ class Capacity final : public TokenDispatcher {
     KILN_CHECK(factor > 0 && std::isfinite(factor), "the capacity dispatcher's capacity factor "
                "must be a positive number, got ", factor);
   }
-  std::string describe() const override { return cat("capacity ", factor_, over(ep_)); }
+  std::string describe() const override { return cat("capacity ", factor_); }
   int64_t local_experts(int64_t n_experts) const override { return local_count(ep_, n_experts); }
 
   // Slots per expert for this rank's N assignments.

@@ -51,7 +51,7 @@ struct Dispatched {
 class TokenDispatcher {
  public:
   virtual ~TokenDispatcher() = default;
-  // "local", "all_to_all over ep (2 ranks)", "capacity 1.25 over ep (2 ranks)".
+  // "local", "all_to_all", "capacity 1.25".
   virtual std::string describe() const = 0;
   // How many of a layer's n_experts this rank holds.
   virtual int64_t local_experts(int64_t n_experts) const = 0;

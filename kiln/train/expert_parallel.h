@@ -44,7 +44,7 @@ class ExpertParallelPlan {
   int64_t degree() const { return ep_.size; }
   // Whether parameter i is an expert weight (sharded over efsdp, not dp_shard).
   bool is_expert(size_t i) const { return i < expert_.size() && expert_[i]; }
-  // "all_to_all over ep (2 ranks)"; empty for a dense model.
+  // The dispatcher: "all_to_all", "capacity 1.25", ...; empty for a dense model.
   std::string describe() const;
 
   // Slices the model's experts to this rank's and installs the dispatcher

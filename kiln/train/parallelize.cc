@@ -36,7 +36,7 @@ std::string ParamDistribution::describe() const {
                                                       : "one data-parallel rank";
   return cat("dp_replicate ", replicate_.size, " x dp_shard ", shard_.size, " (", kind, ")",
              ep_.split() ? cat(", experts over ep ", ep_.degree(), " x efsdp ", efsdp_.size, " (",
-                               ep_.describe(), ")")
+                               ep_.describe(), " dispatcher)")
                          : "",
              tp_.enabled() ? cat(" x tp ", tp_.degree(), " (tensor parallel)") : "");
 }

@@ -135,7 +135,7 @@ TEST(DryRun, Qwen3_30bA3bSplitsItsExpertsOverEp8) {
   nlohmann::json j = plan("--config qwen3_30b_a3b");
   EXPECT_EQ(j["world_size"], 8);
   EXPECT_EQ(j["mesh"], "dp_replicate 1 x dp_shard 8 (SimpleFSDP), experts over ep 8 x efsdp 1 "
-                       "(capacity 1.25 over ep (8 ranks))");
+                       "(capacity 1.25 dispatcher)");
   int experts = 0;
   for (const auto& p : j["parameters"])
     if (p["name"].get<std::string>().find(".mlp.experts.") != std::string::npos) {
