@@ -1,12 +1,14 @@
 // Expert parallelism as a user runs it: `mpirun -n N kiln train` on the
 // Qwen3-MoE debug recipe (8 experts, top 2; 10 steps, seq_len 32, global
-// batch 8) with the experts split over EP 2, alone (2 ranks) and with FSDP 2
-// of the experts (EP 2 x efsdp 2, 4 ranks), through the all_to_all and the
-// capacity token dispatchers (a capacity of E / top_k drops nothing), gives
-// the losses and gradient norms of one process at the same global batch;
-// the graph trainer and the scanned stack give eager's bits; TP 2 runs
-// attention split with EP 2; a checkpoint saved under EP 2 resumes under
-// EP 1 (FSDP 2) and on one rank; what cannot be split is refused.
+// batch 8) with the experts split over EP 2, alone (2 ranks), with FSDP 2 of
+// the experts (EP 2 x efsdp 2, 4 ranks) and under HSDP 2 x 2, through the
+// all_to_all and the capacity token dispatchers (a capacity of E / top_k
+// drops nothing), gives the losses, gradient norms and first routing of one
+// process at the same global batch; the graph trainer, the scanned stack and
+// per-block compile give eager's bits; TP 2 runs attention split with EP 2;
+// capacity drops are counted; routing-bias balancing runs as on one
+// process; a checkpoint saved under EP 2 resumes under EP 1 (FSDP 2) and on
+// one rank; what cannot be split is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,6 +37,9 @@ const std::vector<MeshRun> kMeshes = {
     {"ep2xefsdp2", 4, "--training.local_batch_size 2 --parallelism.expert_parallel_degree 2"},
     {"ep2xefsdp2_capacity", 4,
      "--training.local_batch_size 2 --parallelism.expert_parallel_degree 2" + kCapacity},
+    {"hsdp2xep2", 4,
+     "--training.local_batch_size 2 --parallelism.data_parallel_replicate_degree 2"
+     " --parallelism.expert_parallel_degree 2"},
     // The tp ranks of a group read the same batch; attention is split, MoE replicated.
     {"ep2xtp2", 4,
      "--training.local_batch_size 4 --parallelism.expert_parallel_degree 2"

@@ -52,6 +52,33 @@ TEST(MeshLayout, RowMajorWithTpInnermost) {
     }
 }
 
+// Expert parallelism inside dp_shard: dp_shard 4 = efsdp 2 x ep 2, ep
+// innermost, so an ep group is consecutive dp_shard ranks.
+TEST(MeshLayout, ExpertParallelismSplitsTheShardDimension) {
+  MeshLayout m({2, 4, 1, 2}, 8, one_host(8));
+  EXPECT_EQ(m.size("dp_shard"), 4);
+  EXPECT_EQ(m.size("ep"), 2);
+  EXPECT_EQ(m.size("efsdp"), 2);
+  EXPECT_EQ(m.size("dp"), 8);
+  EXPECT_EQ(m.describe(), "dp_replicate 2 x dp_shard 4 (efsdp 2 x ep 2) x tp 1");
+  // Rank 6: replica 1, efsdp 1, ep 0.
+  EXPECT_EQ(m.coordinate(6, "ep"), 0);
+  EXPECT_EQ(m.coordinate(6, "efsdp"), 1);
+  EXPECT_EQ(m.coordinate(6, "dp_shard"), 2);  // efsdp x ep flattened
+  EXPECT_EQ(m.group_of(6, "ep"), (std::vector<int>{6, 7}));
+  EXPECT_EQ(m.group_of(6, "efsdp"), (std::vector<int>{4, 6}));
+  EXPECT_EQ(m.group_of(6, "dp_shard"), (std::vector<int>{4, 5, 6, 7}));
+  for (int r = 0; r < 8; ++r)
+    for (const char* dim : {"efsdp", "ep", "dp_shard", "dp"}) {
+      auto [color, key] = m.split_of(r, dim);
+      EXPECT_EQ(m.group_of(r, dim)[size_t(key)], r) << dim;
+    }
+  expect_error([] { MeshLayout({1, 4, 1, 3}, 4, one_host(4)); },
+               "expert_parallel_degree 3 does not divide data_parallel_shard_degree 4");
+  expect_error([] { MeshLayout({1, -1, 1, 0}, 4, one_host(4)); },
+               "expert_parallel_degree is 0");
+}
+
 TEST(MeshLayout, RanksOfAHostStayTogetherInTheInnerDims) {
   // mpirun --map-by node over two hosts: even ranks on host A, odd on B.
   MeshLayout m({1, 2, 2}, 4, std::vector<int>{7, 3, 7, 3});
