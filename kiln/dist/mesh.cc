@@ -101,7 +101,10 @@ std::vector<int64_t> MeshLayout::coordinates(int world_rank) const {
              " is not in a world of ", world_size());
   int64_t pos = position_of_[size_t(world_rank)];
   std::vector<int64_t> c(kDims);
-  for (int i = kDims - 1; i >= 0; --i) c[size_t(i)] = pos % sizes_[size_t(i)], pos /= sizes_[size_t(i)];
+  for (int i = kDims - 1; i >= 0; --i) {
+    c[size_t(i)] = pos % sizes_[size_t(i)];
+    pos /= sizes_[size_t(i)];
+  }
   return c;
 }
 

@@ -212,9 +212,9 @@ void save_hf_model(const CausalLM& model, const std::string& dir, const HfSaveOp
   KILN_CHECK(options.max_shard_bytes > 0, "save_hf_model: max_shard_bytes must be positive");
   KILN_CHECK(options.overwrite || !fs::exists(dir), "save_hf_model: '", dir,
              "' already exists; remove it or set overwrite to replace it");
-  KILN_CHECK(model.config().router_bias_update_rate == 0,
-             "save_hf_model: the model routes with a per-expert bias (model.router_bias_update_rate "
-             "= ", model.config().router_bias_update_rate, "), which Hugging Face's ",
+  KILN_CHECK(model.config().router_bias_update_rate == 0, "save_hf_model: the model routes with "
+             "a per-expert bias (model.router_bias_update_rate = ",
+             model.config().router_bias_update_rate, "), which Hugging Face's ",
              hf_architecture(model.config()), " does not have: its outputs would differ from "
              "this model's; train without the routing bias to export");
   DType dtype = model.model.embed_tokens.weight.dtype();

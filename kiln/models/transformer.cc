@@ -153,7 +153,8 @@ Tensor TransformerModel::scan_layers(const Tensor& x, const RopeTables& rope,
         nn::Routing rt;
         std::vector<Tensor> out{block.forward(a[0], iteration_rope, doc, &rt)};
         if (moe)
-          out.insert(out.end(), {rt.probs, rt.indices, rt.weights, rt.counts, rt.dropped, rt.z_loss});
+          out.insert(out.end(),
+                     {rt.probs, rt.indices, rt.weights, rt.counts, rt.dropped, rt.z_loss});
         return out;
       },
       {x}, stacked, invariants);

@@ -59,7 +59,8 @@ Routing MoE::route(const Tensor& x) const {
   r.z_loss = mean(square(logsumexp(logits, {-1})));
   auto [weights, indices] = topk(r.probs, config.top_k, -1);
   if (gate.e_score_correction_bias.defined()) {
-    indices = topk(r.probs + gate.e_score_correction_bias.to(r.probs.dtype()), config.top_k, -1).second;
+    Tensor biased = r.probs + gate.e_score_correction_bias.to(r.probs.dtype());
+    indices = topk(biased, config.top_k, -1).second;
     weights = gather(r.probs, -1, indices);
   }
   if (config.norm_topk_prob) weights = weights / sum(weights, {-1}, true);
@@ -93,8 +94,10 @@ Tensor load_balancing_loss(const std::vector<Routing>& layers, int64_t n_experts
              n_experts);
   Tensor tokens_per_expert = mean(one_hot(idx, n_experts, p.dtype()), {0});  // [k, E]
   Tensor prob_per_expert = mean(p, {0});                                     // [E]
-  if (global_mean)
-    tokens_per_expert = global_mean(tokens_per_expert), prob_per_expert = global_mean(prob_per_expert);
+  if (global_mean) {
+    tokens_per_expert = global_mean(tokens_per_expert);
+    prob_per_expert = global_mean(prob_per_expert);
+  }
   return sum(tokens_per_expert * prob_per_expert) * double(n_experts);
 }
 

@@ -37,7 +37,7 @@ namespace kiln::nn {
 
 // What the experts of this rank get, and what combine needs.
 struct Dispatched {
-  Tensor x;        // [R, dim]: local expert 0's rows, then 1's, ...; rows past sum(counts) are padding
+  Tensor x;  // [R, dim]: local expert 0's rows, then 1's, ...; past sum(counts), padding
   Tensor counts;   // [local experts] i64
   Tensor dropped;  // i64 scalar: assignments this rank dropped (capacity; 0 otherwise)
   // Combine's state. The T * top_k assignments in expert order:

@@ -5,7 +5,9 @@
 namespace kiln::train {
 namespace {
 
-bool is_expert_name(const std::string& name) { return name.find(".mlp.experts.") != std::string::npos; }
+bool is_expert_name(const std::string& name) {
+  return name.find(".mlp.experts.") != std::string::npos;
+}
 
 }  // namespace
 
@@ -56,7 +58,9 @@ void ExpertParallelPlan::apply(CausalLM& model) const {
   // global batch's.
   if (dp_.size > 1) {
     const MeshAxis dp = dp_;
-    model.router_stats_mean = [dp](const Tensor& local) { return all_reduce(local, dp, ReduceOp::avg); };
+    model.router_stats_mean = [dp](const Tensor& local) {
+      return all_reduce(local, dp, ReduceOp::avg);
+    };
   }
 }
 

@@ -28,7 +28,8 @@
 namespace kiln::train {
 
 struct ExpertParallelOptions {
-  std::string dispatcher = "auto";  // auto (local at ep 1, else all_to_all) | local | all_to_all | capacity
+  // auto (local at ep 1, else all_to_all) | local | all_to_all | capacity
+  std::string dispatcher = "auto";
   double capacity_factor = 1.25;    // the capacity dispatcher's
 };
 

@@ -45,7 +45,7 @@ class RunSetup {
   std::unique_ptr<CausalLM> model;
   std::vector<std::string> names;
   std::vector<Shape> shapes;    // the full parameters'
-  std::vector<Tensor> masters;  // this rank's shards (the full tensors without SimpleFSDP, TP or EP)
+  std::vector<Tensor> masters;  // this rank's shards (full without SimpleFSDP, TP or EP)
   TensorParallelPlan tp;
   ExpertParallelPlan ep;
   std::shared_ptr<const ParamDistribution> dist;

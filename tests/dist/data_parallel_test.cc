@@ -14,13 +14,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
+#include <memory>
 
 #include "kiln/io/safetensors.h"
 #include "tests/support/cli.h"
 #include "tests/support/mesh_runs.h"
 #include "tests/support/support.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
 
 namespace kiln::test {
@@ -36,7 +35,7 @@ const std::vector<Mesh> kMeshes = {
     {"fsdp4", 4, "--training.local_batch_size 2"},
     {"hsdp2x2", 4, "--training.local_batch_size 2 --parallelism.data_parallel_replicate_degree 2"},
 };
-const Mesh kOneRank{"single", 1, "--training.local_batch_size 8"};
+const Mesh& kOneRank = MeshRuns::one_rank();
 // The ranks of one tp group read the same batch: only the dp ranks split it.
 const std::vector<Mesh> kTensorParallelMeshes = {
     {"tp2", 2, "--training.local_batch_size 8 --parallelism.tensor_parallel_degree 2"},
@@ -46,68 +45,25 @@ const std::vector<Mesh> kTensorParallelMeshes = {
 class DataParallel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    temp_.emplace();
-    root_ = temp_->path();
-    write_grammar_corpus((root_ / "corpus.txt").string());
-    CliRun r = kiln(kOneRank, "reference", "");
-    ASSERT_EQ(r.status, 0) << r.output;
-    reference_ = curve("reference");
+    runs_ = std::make_unique<MeshRuns>("llama3_debug");
+    ASSERT_EQ(runs_->reference_run().status, 0) << runs_->reference_run().output;
   }
-  static void TearDownTestSuite() { temp_.reset(); }
-
-  // The arguments of `kiln train` on `mesh` into <root>/<dump>. The
-  // tokenizer of the first run is shared (learning it again gives the same).
-  static std::string train_args(const Mesh& mesh, const std::string& dump,
-                                const std::string& flags) {
-    fs::path tokenizer = root_ / "reference" / "tokenizer.json";
-    return "train --config llama3_debug --data.path " + (root_ / "corpus.txt").string() +
-           " --data.text_split line --job.dump_folder " + (root_ / dump).string() +
-           " --training.steps 10 --training.seq_len 32 --metrics.log_freq 1"
-           " --metrics.enable_tensorboard false --lr_scheduler.warmup_steps 2"
-           " --validation.enable --validation.freq 5 " +
-           mesh.flags + " " + flags +
-           (fs::exists(tokenizer) ? " --model.tokenizer_path " + tokenizer.string() : "");
-  }
-
-  // `kiln train` on `mesh.ranks` ranks; `env` as "NAME=value ...".
-  static CliRun kiln(const Mesh& mesh, const std::string& dump, const std::string& flags,
-                     const std::string& env = "") {
-    // run_cli puts its `env` argument before the binary: here, also the launcher.
-    return run_cli(train_args(mesh, dump, flags),
-                   env + " " + (mesh.ranks == 1 ? "" : mpirun(mesh.ranks)));
-  }
-
-  static Curve curve(const std::string& dump) { return read_curve((root_ / dump).string()); }
+  static void TearDownTestSuite() { runs_.reset(); }
 
   static void save_and_resume(const Mesh& saver, const std::vector<Mesh>& resumers);
 
-  // `m` again with `flags` (another rung of the ladder: the same step
-  // function, collectives included) must give the eager run's (dump m.name)
-  // bits.
-  static void expect_same_as_eager(const Mesh& m, const std::string& variant,
-                                   const std::string& flags) {
-    const std::string what = m.name + ": " + flags + " vs eager";
-    CliRun run = kiln(m, m.name + "_" + variant, flags);
-    ASSERT_EQ(run.status, 0) << what << "\n" << run.output;
-    Curve g = curve(m.name + "_" + variant), e = curve(m.name);
-    EXPECT_EQ(g.loss, e.loss) << what;
-    EXPECT_EQ(g.grad_norm, e.grad_norm) << what;
-  }
   // The graph trainer with each collective a program of its own (the
   // default) and inside the step's program (--compile.spmd_safe).
   static void expect_graph_trainer_equals_eager(const Mesh& m) {
-    expect_same_as_eager(m, "graph", "--compile.graph_trainer");
-    expect_same_as_eager(m, "graph_spmd_safe", "--compile.graph_trainer --compile.spmd_safe=true");
+    runs_->expect_same_as_eager(m, "graph", "--compile.graph_trainer");
+    runs_->expect_same_as_eager(m, "graph_spmd_safe",
+                                "--compile.graph_trainer --compile.spmd_safe=true");
   }
 
-  static std::optional<TempDir> temp_;
-  static fs::path root_;
-  static Curve reference_;
+  static std::unique_ptr<MeshRuns> runs_;
 };
 
-std::optional<TempDir> DataParallel::temp_;
-fs::path DataParallel::root_;
-Curve DataParallel::reference_;
+std::unique_ptr<MeshRuns> DataParallel::runs_;
 
 // expect_close (mesh_runs.h) bounds the difference from one process.
 // Observed over the 10 steps: losses within 3.4e-7 relative, norms within
@@ -120,15 +76,16 @@ size_t count(const std::string& text, const std::string& part) {
 }
 
 TEST_F(DataParallel, EveryMeshGivesTheOneProcessLosses) {
-  ASSERT_EQ(reference_.loss.size(), 10u);
-  ASSERT_EQ(reference_.val_loss.size(), 2u);
-  EXPECT_LT(reference_.loss.back(), reference_.loss.front()) << "the loss should fall";
+  ASSERT_EQ(runs_->reference().loss.size(), 10u);
+  ASSERT_EQ(runs_->reference().val_loss.size(), 2u);
+  EXPECT_LT(runs_->reference().loss.back(), runs_->reference().loss.front())
+      << "the loss should fall";
   for (const Mesh& m : kMeshes) {
     // The ranks check that they run the same step (and must pass).
-    CliRun eager = kiln(m, m.name, "", "KILN_SPMD_HANDSHAKE=dispatch");
+    CliRun eager = runs_->kiln(m, m.name, "", "KILN_SPMD_HANDSHAKE=dispatch");
     ASSERT_EQ(eager.status, 0) << m.name << "\n" << eager.output;
     EXPECT_EQ(count(eager.output, "\nstep 3 "), 1u) << "rank 0 alone reports\n" << eager.output;
-    expect_close(curve(m.name), reference_, 0, m.name + " eager");
+    expect_close(runs_->curve(m.name), runs_->reference(), 0, m.name + " eager");
 
     expect_graph_trainer_equals_eager(m);
   }
@@ -143,14 +100,14 @@ TEST_F(DataParallel, EveryMeshGivesTheOneProcessLosses) {
 // tp (replicated parameters) or a wrong norm is far outside.
 TEST_F(DataParallel, TensorParallelMeshesGiveTheOneProcessLosses) {
   for (const Mesh& m : kTensorParallelMeshes) {
-    CliRun eager = kiln(m, m.name, "", "KILN_SPMD_HANDSHAKE=dispatch");
+    CliRun eager = runs_->kiln(m, m.name, "", "KILN_SPMD_HANDSHAKE=dispatch");
     ASSERT_EQ(eager.status, 0) << m.name << "\n" << eager.output;
     EXPECT_NE(eager.output.find("x tp 2 (tensor parallel)"), std::string::npos) << eager.output;
-    expect_close(curve(m.name), reference_, 0, m.name + " eager");
+    expect_close(runs_->curve(m.name), runs_->reference(), 0, m.name + " eager");
 
     expect_graph_trainer_equals_eager(m);
     // The scanned stack runs block 0's module, whose regions the plan set.
-    expect_same_as_eager(m, "scan_graph", "--compile.scan_layers --compile.graph_trainer");
+    runs_->expect_same_as_eager(m, "scan_graph", "--compile.scan_layers --compile.graph_trainer");
   }
 }
 
@@ -159,13 +116,13 @@ TEST_F(DataParallel, TensorParallelMeshesGiveTheOneProcessLosses) {
 // (Observed: losses within 1.7e-7, norms 1.7e-6, exported weights 1.4e-5.)
 TEST_F(DataParallel, TensorParallelQwen3TrainsAndExportsTheFullModel) {
   const std::string qwen3 = "--model.name qwen3_debug --checkpoint.last_save_in_hf true";
-  CliRun one = kiln(kOneRank, "qwen3", qwen3);
+  CliRun one = runs_->kiln(kOneRank, "qwen3", qwen3);
   ASSERT_EQ(one.status, 0) << one.output;
-  CliRun tp = kiln(kTensorParallelMeshes[0], "qwen3_tp2", qwen3);
+  CliRun tp = runs_->kiln(kTensorParallelMeshes[0], "qwen3_tp2", qwen3);
   ASSERT_EQ(tp.status, 0) << tp.output;
-  expect_close(curve("qwen3_tp2"), curve("qwen3"), 0, "qwen3 tp2");
-  SafetensorsFile want((root_ / "qwen3/hf/model.safetensors").string());
-  SafetensorsFile got((root_ / "qwen3_tp2/hf/model.safetensors").string());
+  expect_close(runs_->curve("qwen3_tp2"), runs_->curve("qwen3"), 0, "qwen3 tp2");
+  SafetensorsFile want((runs_->root() / "qwen3/hf/model.safetensors").string());
+  SafetensorsFile got((runs_->root() / "qwen3_tp2/hf/model.safetensors").string());
   ASSERT_EQ(got.names(), want.names());
   for (const std::string& name : want.names())
     EXPECT_TRUE(all_close(got.get(name), want.get(name), 1e-3, 1e-4)) << name;
@@ -173,7 +130,7 @@ TEST_F(DataParallel, TensorParallelQwen3TrainsAndExportsTheFullModel) {
 
 TEST_F(DataParallel, TensorParallelismRefusesWhatItCannotSplit) {
   // llama3_debug has 2 kv heads.
-  CliRun r = kiln({"tp4", 4, "--parallelism.tensor_parallel_degree 4"}, "tp4", "");
+  CliRun r = runs_->kiln({"tp4", 4, "--parallelism.tensor_parallel_degree 4"}, "tp4", "");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--parallelism.tensor_parallel_degree 4: the model's n_kv_heads = 2 "
                           "does not divide by it"),
@@ -194,69 +151,69 @@ TEST_F(DataParallel, TensorParallelismRefusesWhatItCannotSplit) {
 // gradient scale (norm 2x) is far outside 1e-4 and 1e-2.
 TEST_F(DataParallel, Bf16Fsdp2GivesTheOneProcessBf16Losses) {
   const std::string bf16 = "--training.mixed_precision_param bfloat16";
-  CliRun one = kiln(kOneRank, "single_bf16", bf16);
+  CliRun one = runs_->kiln(kOneRank, "single_bf16", bf16);
   ASSERT_EQ(one.status, 0) << one.output;
   const Mesh& fsdp2 = kMeshes[1];
-  CliRun eager = kiln(fsdp2, "fsdp2_bf16", bf16);
+  CliRun eager = runs_->kiln(fsdp2, "fsdp2_bf16", bf16);
   ASSERT_EQ(eager.status, 0) << eager.output;
-  Curve want = curve("single_bf16"), got = curve("fsdp2_bf16");
+  Curve want = runs_->curve("single_bf16"), got = runs_->curve("fsdp2_bf16");
   ASSERT_EQ(got.loss.size(), want.loss.size());
   for (size_t s = 0; s < want.loss.size(); ++s) {
     EXPECT_NEAR(got.loss[s], want.loss[s], 1e-4 * want.loss[s]) << "step " << s + 1;
     EXPECT_NEAR(got.grad_norm[s], want.grad_norm[s], 1e-2 * want.grad_norm[s])
         << "step " << s + 1;
   }
-  CliRun graph = kiln(fsdp2, "fsdp2_bf16_graph", bf16 + " --compile.graph_trainer");
+  CliRun graph = runs_->kiln(fsdp2, "fsdp2_bf16_graph", bf16 + " --compile.graph_trainer");
   ASSERT_EQ(graph.status, 0) << graph.output;
-  EXPECT_EQ(curve("fsdp2_bf16_graph").loss, got.loss) << "graph trainer vs eager";
+  EXPECT_EQ(runs_->curve("fsdp2_bf16_graph").loss, got.loss) << "graph trainer vs eager";
 }
 
 // A run on `saver` checkpoints at step 5 and 10 into <root>/<saver.name>_saved;
 // each mesh of `resumers` continues from step 5 to the uninterrupted losses.
 void DataParallel::save_and_resume(const Mesh& saver, const std::vector<Mesh>& resumers) {
   const std::string saved = saver.name + "_saved";
-  CliRun r = kiln(saver, saved, "--checkpoint.enable --checkpoint.interval 5");
+  CliRun r = runs_->kiln(saver, saved, "--checkpoint.enable --checkpoint.interval 5");
   ASSERT_EQ(r.status, 0) << r.output;
-  expect_close(curve(saved), reference_, 0, saver.name + " with checkpoints");
+  expect_close(runs_->curve(saved), runs_->reference(), 0, saver.name + " with checkpoints");
   for (const Mesh& m : resumers) {
     std::string dump = saver.name + "_resumed_" + m.name;
-    fs::copy(root_ / saved, root_ / dump, fs::copy_options::recursive);
-    r = kiln(m, dump, "--checkpoint.enable --checkpoint.load_step 5");
+    fs::copy(runs_->root() / saved, runs_->root() / dump, fs::copy_options::recursive);
+    r = runs_->kiln(m, dump, "--checkpoint.enable --checkpoint.load_step 5");
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find("(step 5)"), std::string::npos) << r.output;
     // metrics.jsonl keeps steps 1-5 of the saving run, then this run's 6-10.
-    Curve c = curve(dump);
+    Curve c = runs_->curve(dump);
     ASSERT_EQ(c.loss.size(), 10u) << r.output;
     Curve continued{{c.loss.begin() + 5, c.loss.end()},
                     {c.grad_norm.begin() + 5, c.grad_norm.end()},
                     {c.val_loss.begin() + 1, c.val_loss.end()}};
-    expect_close(continued, reference_, 5, saver.name + " -> " + m.name);
+    expect_close(continued, runs_->reference(), 5, saver.name + " -> " + m.name);
   }
 }
 
 TEST_F(DataParallel, AnFsdp4CheckpointResumesOnFsdp2AndOneRank) {
   save_and_resume(kMeshes[2], {kMeshes[1], kOneRank});
   // Each of the 4 ranks wrote its shards.
-  EXPECT_TRUE(
-      fs::exists(root_ / "fsdp4_saved/checkpoint/step-5/optimizer-00004-of-00004.safetensors"));
+  EXPECT_TRUE(fs::exists(runs_->root() /
+                         "fsdp4_saved/checkpoint/step-5/optimizer-00004-of-00004.safetensors"));
 }
 
 // Checkpoints hold full tensors (the tp slices gathered): independent of tp.
 TEST_F(DataParallel, AnFsdp2xTp2CheckpointResumesOnTp2AndOneRank) {
   save_and_resume(kTensorParallelMeshes[1], {kTensorParallelMeshes[0], kOneRank});
   // The 2 dp_shard ranks of tp rank 0 wrote the shards.
-  EXPECT_TRUE(
-      fs::exists(root_ / "fsdp2xtp2_saved/checkpoint/step-5/model-00002-of-00002.safetensors"));
+  EXPECT_TRUE(fs::exists(runs_->root() /
+                         "fsdp2xtp2_saved/checkpoint/step-5/model-00002-of-00002.safetensors"));
 }
 
 TEST_F(DataParallel, ErrorsNameTheRank) {
   // Every rank refuses a mesh that does not fit the world.
-  CliRun r = kiln(kMeshes[1], "bad_mesh", "--parallelism.data_parallel_shard_degree 3");
+  CliRun r = runs_->kiln(kMeshes[1], "bad_mesh", "--parallelism.data_parallel_shard_degree 3");
   EXPECT_NE(r.status, 0);
   for (const char* part : {"kiln: error: rank 0: device mesh: ", "kiln: error: rank 1: ",
                            "data_parallel_shard_degree 3", "this run has 2 (mpirun -n)"})
     EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
-  r = kiln(kMeshes[1], "ep", "--parallelism.expert_parallel_degree 2");
+  r = runs_->kiln(kMeshes[1], "ep", "--parallelism.expert_parallel_degree 2");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("rank 1: --parallelism.expert_parallel_degree 2: llama3_debug is a "
                           "dense model"),
@@ -269,9 +226,11 @@ TEST_F(DataParallel, ErrorsNameTheRank) {
 // timeout (300 s by default).
 TEST_F(DataParallel, ARankFailingAloneEndsTheJob) {
   auto start = std::chrono::steady_clock::now();
-  CliRun r = run_cli("train --config llama3_debug --model.tokenizer_path /nonexistent/tokenizer.json"
-                     " --job.dump_folder " + (root_ / "lone_failure").string(),
-                     mpirun(2));
+  CliRun r = run_cli(
+      "train --config llama3_debug --model.tokenizer_path /nonexistent/tokenizer.json"
+      " --job.dump_folder " +
+          (runs_->root() / "lone_failure").string(),
+      mpirun(2));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("kiln: error: rank 0: /nonexistent/tokenizer.json"), std::string::npos)
@@ -285,8 +244,8 @@ TEST_F(DataParallel, TheHandshakeCatchesARankWithAnotherStep) {
   const Mesh& ddp2 = kMeshes[0];
   const Mesh one{"", 1, ddp2.flags};
   const char* cli = std::getenv("KILN_CLI");
-  CliRun r = run_cli(train_args(one, "mpmd", "") + " : -n 1 " + (cli ? cli : "kiln") + " " +
-                         train_args(one, "mpmd", "--training.max_norm 0"),
+  CliRun r = run_cli(runs_->train_args(one, "mpmd", "") + " : -n 1 " + (cli ? cli : "kiln") + " " +
+                         runs_->train_args(one, "mpmd", "--training.max_norm 0"),
                      "KILN_SPMD_HANDSHAKE=compile " + mpirun(1));
   EXPECT_NE(r.status, 0);
   for (const char* part : {"rank 0: SPMD handshake before the training step on group 'world'",

@@ -13,13 +13,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 
 #include "kiln/io/safetensors.h"
 #include "tests/support/cli.h"
 #include "tests/support/mesh_runs.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
 
 namespace kiln::test {
@@ -29,7 +28,7 @@ namespace fs = std::filesystem;
 
 const std::string kCapacity =
     " --parallelism.expert_dispatcher capacity --parallelism.expert_capacity_factor 4";
-const MeshRun kOneRank{"single", 1, "--training.local_batch_size 8"};
+const MeshRun& kOneRank = MeshRuns::one_rank();
 const std::vector<MeshRun> kMeshes = {
     {"ep2", 2, "--training.local_batch_size 4 --parallelism.expert_parallel_degree 2"},
     {"ep2_capacity", 2,
@@ -50,48 +49,15 @@ const MeshRun kFsdp2{"fsdp2", 2, "--training.local_batch_size 4"};
 class ExpertParallel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    temp_.emplace();
-    root_ = temp_->path();
-    write_grammar_corpus((root_ / "corpus.txt").string());
-    CliRun r = kiln(kOneRank, "reference", "");
-    ASSERT_EQ(r.status, 0) << r.output;
-    reference_ = curve("reference");
+    runs_ = std::make_unique<MeshRuns>("qwen3_moe_debug");
+    ASSERT_EQ(runs_->reference_run().status, 0) << runs_->reference_run().output;
   }
-  static void TearDownTestSuite() { temp_.reset(); }
+  static void TearDownTestSuite() { runs_.reset(); }
 
-  static CliRun kiln(const MeshRun& mesh, const std::string& dump, const std::string& flags) {
-    fs::path tokenizer = root_ / "reference" / "tokenizer.json";
-    std::string args =
-        "train --config qwen3_moe_debug --data.path " + (root_ / "corpus.txt").string() +
-        " --data.text_split line --job.dump_folder " + (root_ / dump).string() +
-        " --training.steps 10 --training.seq_len 32 --metrics.log_freq 1"
-        " --metrics.enable_tensorboard false --lr_scheduler.warmup_steps 2"
-        " --validation.enable --validation.freq 5 " +
-        mesh.flags + " " + flags +
-        (fs::exists(tokenizer) ? " --model.tokenizer_path " + tokenizer.string() : "");
-    return run_cli(args, mesh.ranks == 1 ? "" : mpirun(mesh.ranks));
-  }
-  static Curve curve(const std::string& dump) { return read_curve((root_ / dump).string()); }
-
-  // `m` again with `flags` must give the eager run's (dump m.name) bits.
-  static void expect_same_as_eager(const MeshRun& m, const std::string& variant,
-                                   const std::string& flags) {
-    const std::string what = m.name + ": " + flags + " vs eager";
-    CliRun run = kiln(m, m.name + "_" + variant, flags);
-    ASSERT_EQ(run.status, 0) << what << "\n" << run.output;
-    Curve g = curve(m.name + "_" + variant), e = curve(m.name);
-    EXPECT_EQ(g.loss, e.loss) << what;
-    EXPECT_EQ(g.grad_norm, e.grad_norm) << what;
-  }
-
-  static std::optional<TempDir> temp_;
-  static fs::path root_;
-  static Curve reference_;
+  static std::unique_ptr<MeshRuns> runs_;
 };
 
-std::optional<TempDir> ExpertParallel::temp_;
-fs::path ExpertParallel::root_;
-Curve ExpertParallel::reference_;
+std::unique_ptr<MeshRuns> ExpertParallel::runs_;
 
 // The first step's routing (every rank's tokens, before any update): the
 // one process's, expert by expert, with nothing dropped.
@@ -103,37 +69,42 @@ void expect_first_routing(const fs::path& dump, const nlohmann::json& want) {
 
 // Observed over the 10 steps: losses within 1e-7 relative of one process.
 TEST_F(ExpertParallel, EveryMeshAndDispatcherGivesTheOneProcessLosses) {
-  ASSERT_EQ(reference_.loss.size(), 10u);
-  EXPECT_LT(reference_.loss.back(), reference_.loss.front()) << "the loss should fall";
-  const nlohmann::json routing = read_metrics((root_ / "reference").string()).at(0)["moe_tokens_per_expert"];
+  ASSERT_EQ(runs_->reference().loss.size(), 10u);
+  EXPECT_LT(runs_->reference().loss.back(), runs_->reference().loss.front())
+      << "the loss should fall";
+  const nlohmann::json routing =
+      read_metrics((runs_->root() / "reference").string()).at(0)["moe_tokens_per_expert"];
   int64_t assignments = 0;
   for (const auto& n : routing) assignments += n.get<int64_t>();
   EXPECT_EQ(assignments, 8 * 32 * 2 * 2) << "batch 8 x 32 tokens, top 2, 2 layers";
   for (const MeshRun& m : kMeshes) {
-    CliRun eager = kiln(m, m.name, "");
+    CliRun eager = runs_->kiln(m, m.name, "");
     ASSERT_EQ(eager.status, 0) << m.name << "\n" << eager.output;
     EXPECT_NE(eager.output.find("experts over ep 2"), std::string::npos) << eager.output;
-    expect_close(curve(m.name), reference_, 0, m.name + " eager");
-    expect_first_routing(root_ / m.name, routing);
+    expect_close(runs_->curve(m.name), runs_->reference(), 0, m.name + " eager");
+    expect_first_routing(runs_->root() / m.name, routing);
   }
   // The capacity dispatcher without communication: static shapes at ep 1.
-  CliRun capacity = kiln(kOneRank, "single_capacity", kCapacity);
+  CliRun capacity = runs_->kiln(kOneRank, "single_capacity", kCapacity);
   ASSERT_EQ(capacity.status, 0) << capacity.output;
-  expect_close(curve("single_capacity"), reference_, 0, "capacity at ep 1");
-  expect_first_routing(root_ / "single_capacity", routing);
+  expect_close(runs_->curve("single_capacity"), runs_->reference(), 0, "capacity at ep 1");
+  expect_first_routing(runs_->root() / "single_capacity", routing);
 }
 
 // Auxiliary-loss-free balancing moves the same biases on every rank: EP 2
 // trains as one process does, and the biases are saved in the checkpoint.
 TEST_F(ExpertParallel, RoutingBiasBalancingUnderEp2IsOneProcesss) {
   const std::string bias = "--model.router_bias_update_rate 0.01 --checkpoint.enable";
-  CliRun one = kiln(kOneRank, "single_bias", bias);
+  CliRun one = runs_->kiln(kOneRank, "single_bias", bias);
   ASSERT_EQ(one.status, 0) << one.output;
-  CliRun ep2 = kiln(kMeshes[2], "ep2xefsdp2_bias", bias);
+  CliRun ep2 = runs_->kiln(kMeshes[2], "ep2xefsdp2_bias", bias);
   ASSERT_EQ(ep2.status, 0) << ep2.output;
-  expect_close(curve("ep2xefsdp2_bias"), curve("single_bias"), 0, "ep2 x efsdp2 with routing bias");
-  EXPECT_NE(curve("single_bias").loss, reference_.loss) << "the bias changed the routing";
-  SafetensorsFile one_ck((root_ / "single_bias/checkpoint/step-10/model.safetensors").string());
+  expect_close(runs_->curve("ep2xefsdp2_bias"), runs_->curve("single_bias"), 0,
+               "ep2 x efsdp2 with routing bias");
+  EXPECT_NE(runs_->curve("single_bias").loss, runs_->reference().loss)
+      << "the bias changed the routing";
+  SafetensorsFile one_ck(
+      (runs_->root() / "single_bias/checkpoint/step-10/model.safetensors").string());
   const std::string name = "model.layers.1.mlp.gate.e_score_correction_bias";
   std::vector<float> b = one_ck.get(name).to_vector<float>();
   EXPECT_NE(b, std::vector<float>(b.size(), 0.0f)) << "the biases moved";
@@ -142,11 +113,12 @@ TEST_F(ExpertParallel, RoutingBiasBalancingUnderEp2IsOneProcesss) {
 // Below the even share, experts overflow: the drops are counted (every
 // rank's), and training goes on.
 TEST_F(ExpertParallel, CapacityDropsAreCountedInTheMetrics) {
-  CliRun r = kiln(kMeshes[0], "ep2_dropping",
-                  "--parallelism.expert_dispatcher capacity --parallelism.expert_capacity_factor 0.5");
+  CliRun r = runs_->kiln(
+      kMeshes[0], "ep2_dropping",
+      "--parallelism.expert_dispatcher capacity --parallelism.expert_capacity_factor 0.5");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("  dropped "), std::string::npos) << r.output;
-  for (const auto& j : read_metrics((root_ / "ep2_dropping").string())) {
+  for (const auto& j : read_metrics((runs_->root() / "ep2_dropping").string())) {
     // A rank's 4 x 32 tokens make 256 assignments per layer, of which the
     // 8 experts keep at most ceil(0.5 x 256 / 8) = 16 each: at least
     // 2 ranks x 2 layers x (256 - 128) dropped.
@@ -157,27 +129,28 @@ TEST_F(ExpertParallel, CapacityDropsAreCountedInTheMetrics) {
 
 TEST_F(ExpertParallel, TheGraphTrainerAndTheScanGiveEagersBits) {
   for (const MeshRun& m : {kMeshes[0], kMeshes[1]}) {
-    if (!fs::exists(root_ / m.name)) ASSERT_EQ(kiln(m, m.name, "").status, 0);
-    expect_same_as_eager(m, "graph", "--compile.graph_trainer");
-    expect_same_as_eager(m, "graph_spmd_safe", "--compile.graph_trainer --compile.spmd_safe=true");
-    expect_same_as_eager(m, "scan_graph", "--compile.scan_layers --compile.graph_trainer");
-    expect_same_as_eager(m, "per_block", "--compile.enable");
+    if (!fs::exists(runs_->root() / m.name)) ASSERT_EQ(runs_->kiln(m, m.name, "").status, 0);
+    runs_->expect_same_as_eager(m, "graph", "--compile.graph_trainer");
+    runs_->expect_same_as_eager(m, "graph_spmd_safe",
+                                "--compile.graph_trainer --compile.spmd_safe=true");
+    runs_->expect_same_as_eager(m, "scan_graph", "--compile.scan_layers --compile.graph_trainer");
+    runs_->expect_same_as_eager(m, "per_block", "--compile.enable");
   }
 }
 
 // Checkpoints hold full tensors (the experts gathered): independent of ep.
 TEST_F(ExpertParallel, AnEp2CheckpointResumesOnEp1AndOneRank) {
   const MeshRun& saver = kMeshes[0];
-  CliRun r = kiln(saver, "ep2_saved", "--checkpoint.enable --checkpoint.interval 5");
+  CliRun r = runs_->kiln(saver, "ep2_saved", "--checkpoint.enable --checkpoint.interval 5");
   ASSERT_EQ(r.status, 0) << r.output;
-  Curve whole = curve("ep2_saved");
+  Curve whole = runs_->curve("ep2_saved");
   for (const MeshRun& m : {kFsdp2, kOneRank}) {
     std::string dump = "ep2_resumed_" + m.name;
-    fs::copy(root_ / "ep2_saved", root_ / dump, fs::copy_options::recursive);
-    r = kiln(m, dump, "--checkpoint.enable --checkpoint.load_step 5");
+    fs::copy(runs_->root() / "ep2_saved", runs_->root() / dump, fs::copy_options::recursive);
+    r = runs_->kiln(m, dump, "--checkpoint.enable --checkpoint.load_step 5");
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find("(step 5)"), std::string::npos) << r.output;
-    Curve c = curve(dump);
+    Curve c = runs_->curve(dump);
     ASSERT_EQ(c.loss.size(), 10u) << r.output;
     Curve continued{{c.loss.begin() + 5, c.loss.end()},
                     {c.grad_norm.begin() + 5, c.grad_norm.end()},
@@ -192,17 +165,21 @@ TEST_F(ExpertParallel, RefusesWhatItCannotSplit) {
     std::string flags, message;
   };
   const std::vector<Case> cases = {
-      {{"ep3", 4, "--parallelism.expert_parallel_degree 3"}, "",
+      {{"ep3", 4, "--parallelism.expert_parallel_degree 3"},
+       "",
        "expert_parallel_degree 3 does not divide data_parallel_shard_degree 4"},
-      {{"ep2_composite", 2, "--parallelism.expert_parallel_degree 2"}, "--model.moe_impl composite",
+      {{"ep2_composite", 2, "--parallelism.expert_parallel_degree 2"},
+       "--model.moe_impl composite",
        "model.moe_impl composite runs every expert on every token"},
       {{"ep2_local", 2, "--parallelism.expert_parallel_degree 2"},
-       "--parallelism.expert_dispatcher local", "cannot serve experts split over 2 ranks"},
-      {{"ep2_dense", 2, "--parallelism.expert_parallel_degree 2"}, "--model.name llama3_debug",
+       "--parallelism.expert_dispatcher local",
+       "cannot serve experts split over 2 ranks"},
+      {{"ep2_dense", 2, "--parallelism.expert_parallel_degree 2"},
+       "--model.name llama3_debug",
        "llama3_debug is a dense model"},
   };
   for (const Case& c : cases) {
-    CliRun r = kiln(c.mesh, c.mesh.name, c.flags);
+    CliRun r = runs_->kiln(c.mesh, c.mesh.name, c.flags);
     EXPECT_NE(r.status, 0) << c.mesh.name;
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.mesh.name << "\n" << r.output;
   }

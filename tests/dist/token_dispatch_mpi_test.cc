@@ -164,8 +164,10 @@ TEST(TokenDispatch, ARankNoTokenIsRoutedToWorks) {
     }
     ValueAndGrad vg = kiln::value_and_grad(loss)(args);
     const double expert_grad = sum(abs(vg.grads[0])).item<double>();
-    if (rank() == 0) EXPECT_GT(expert_grad, 0) << d->describe();
-    else EXPECT_EQ(expert_grad, 0) << d->describe() << ": rank " << rank() << " got no tokens";
+    if (rank() == 0)
+      EXPECT_GT(expert_grad, 0) << d->describe();
+    else
+      EXPECT_EQ(expert_grad, 0) << d->describe() << ": rank " << rank() << " got no tokens";
   }
 }
 

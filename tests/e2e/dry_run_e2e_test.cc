@@ -134,8 +134,9 @@ TEST(DryRun, ActivationCheckpointPolicies) {
 TEST(DryRun, Qwen3_30bA3bSplitsItsExpertsOverEp8) {
   nlohmann::json j = plan("--config qwen3_30b_a3b");
   EXPECT_EQ(j["world_size"], 8);
-  EXPECT_EQ(j["mesh"], "dp_replicate 1 x dp_shard 8 (SimpleFSDP), experts over ep 8 x efsdp 1 "
-                       "(capacity 1.25 dispatcher)");
+  EXPECT_EQ(j["mesh"],
+            "dp_replicate 1 x dp_shard 8 (SimpleFSDP), experts over ep 8 x efsdp 1 "
+            "(capacity 1.25 dispatcher)");
   int experts = 0;
   for (const auto& p : j["parameters"])
     if (p["name"].get<std::string>().find(".mlp.experts.") != std::string::npos) {
@@ -144,7 +145,8 @@ TEST(DryRun, Qwen3_30bA3bSplitsItsExpertsOverEp8) {
       ++experts;
     }
   EXPECT_EQ(experts, 2 * 48);
-  nlohmann::json dropless = plan("--config qwen3_30b_a3b --parallelism.expert_dispatcher all_to_all");
+  nlohmann::json dropless =
+      plan("--config qwen3_30b_a3b --parallelism.expert_dispatcher all_to_all");
   EXPECT_LT(mem(j, "total"), mem(dropless, "total"));
   EXPECT_EQ(mem(j, "params"), mem(dropless, "params"));
   // EP 8 x efsdp 2 on 16 ranks: the experts' FSDP halves them again.

@@ -183,13 +183,15 @@ TEST(MoE, RoutingBiasChoosesTheExpertsButNotTheWeights) {
   Routing plain = m->route(x);
   m->gate.e_score_correction_bias = from_vector<double>({0, 0, 0, 0, 10}, {5});
   Routing r = m->route(x);
-  std::vector<int64_t> idx = r.indices.to_vector<int64_t>(), plain_idx = plain.indices.to_vector<int64_t>();
+  std::vector<int64_t> idx = r.indices.to_vector<int64_t>(),
+                       plain_idx = plain.indices.to_vector<int64_t>();
   Vec probs = r.probs.to_vector<double>(), w = r.weights.to_vector<double>();
   EXPECT_EQ(probs, plain.probs.to_vector<double>()) << "the bias leaves the scores";
   for (int64_t t = 0; t < 20; ++t) {
     EXPECT_EQ(idx[size_t(t * 2)], 4) << "token " << t;  // the biased expert first
     // The other slot: the token's best expert other than 4.
-    int64_t best = plain_idx[size_t(t * 2)] == 4 ? plain_idx[size_t(t * 2 + 1)] : plain_idx[size_t(t * 2)];
+    int64_t best =
+        plain_idx[size_t(t * 2)] == 4 ? plain_idx[size_t(t * 2 + 1)] : plain_idx[size_t(t * 2)];
     EXPECT_EQ(idx[size_t(t * 2 + 1)], best) << "token " << t;
     for (int k = 0; k < 2; ++k)
       EXPECT_EQ(w[size_t(t * 2 + k)], probs[size_t(t * 5 + idx[size_t(t * 2 + k)])]);
@@ -227,7 +229,9 @@ TEST(MoE, Gradients) {
   std::vector<std::pair<std::string, double>> cases{{"capacity", 0.5}, {"capacity", 4.0}};
   for (const std::string& impl : moe_impls().names()) cases.push_back({impl, 0});
   for (const auto& [impl, factor] : cases) {
-    MoEConfig c = small(true, factor > 0 ? "grouped" : impl);  // smaller: finite differences cost 2 runs per element
+    MoEConfig c =
+        small(true, factor > 0 ? "grouped"
+                               : impl);  // smaller: finite differences cost 2 runs per element
     c.dim = 3;
     c.ffn_dim = 2;
     c.n_experts = 4;

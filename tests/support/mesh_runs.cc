@@ -24,6 +24,47 @@ std::string mpirun(int ranks) {
   return std::string(mpiexec ? mpiexec : "mpirun") + " -n " + std::to_string(ranks);
 }
 
+MeshRuns::MeshRuns(std::string recipe) : root_(temp_.path()), recipe_(std::move(recipe)) {
+  write_grammar_corpus((root_ / "corpus.txt").string());
+  reference_run_ = kiln(one_rank(), "reference", "");
+  reference_ = curve("reference");
+}
+
+const MeshRun& MeshRuns::one_rank() {
+  static const MeshRun one{"single", 1, "--training.local_batch_size 8"};
+  return one;
+}
+
+std::string MeshRuns::train_args(const MeshRun& mesh, const std::string& dump,
+                                 const std::string& flags) const {
+  std::filesystem::path tokenizer = root_ / "reference" / "tokenizer.json";
+  return "train --config " + recipe_ + " --data.path " + (root_ / "corpus.txt").string() +
+         " --data.text_split line --job.dump_folder " + (root_ / dump).string() +
+         " --training.steps 10 --training.seq_len 32 --metrics.log_freq 1"
+         " --metrics.enable_tensorboard false --lr_scheduler.warmup_steps 2"
+         " --validation.enable --validation.freq 5 " +
+         mesh.flags + " " + flags +
+         (std::filesystem::exists(tokenizer) ? " --model.tokenizer_path " + tokenizer.string()
+                                             : "");
+}
+
+CliRun MeshRuns::kiln(const MeshRun& mesh, const std::string& dump, const std::string& flags,
+                      const std::string& env) const {
+  // run_cli puts its `env` argument before the binary: here, also the launcher.
+  return run_cli(train_args(mesh, dump, flags),
+                 env + " " + (mesh.ranks == 1 ? "" : mpirun(mesh.ranks)));
+}
+
+void MeshRuns::expect_same_as_eager(const MeshRun& m, const std::string& variant,
+                                    const std::string& flags) const {
+  const std::string what = m.name + ": " + flags + " vs eager";
+  CliRun run = kiln(m, m.name + "_" + variant, flags);
+  ASSERT_EQ(run.status, 0) << what << "\n" << run.output;
+  Curve g = curve(m.name + "_" + variant), e = curve(m.name);
+  EXPECT_EQ(g.loss, e.loss) << what;
+  EXPECT_EQ(g.grad_norm, e.grad_norm) << what;
+}
+
 void expect_close(const Curve& got, const Curve& want, size_t first_step, const std::string& what) {
   ASSERT_EQ(got.loss.size() + first_step, want.loss.size()) << what;
   for (size_t i = 0; i < got.loss.size(); ++i) {

@@ -38,7 +38,8 @@ TEST(RouterBias, TheOptimizerLeavesTheBiases) {
   EXPECT_EQ(g.group, (std::vector<int>{0, 2, 0, 2}));
   EXPECT_EQ(g.groups[2].lr_scale, 0.0);
   EXPECT_EQ(g.groups[2].weight_decay, 0.0);
-  EXPECT_EQ(optim::default_param_groups({"a.weight"}, {ones({2, 2})}, 0.1, false).groups.size(), 2u);
+  EXPECT_EQ(optim::default_param_groups({"a.weight"}, {ones({2, 2})}, 0.1, false).groups.size(),
+            2u);
 }
 
 }  // namespace
