@@ -50,8 +50,6 @@ class DataParallel : public ::testing::Test {
   }
   static void TearDownTestSuite() { runs_.reset(); }
 
-  static void save_and_resume(const Mesh& saver, const std::vector<Mesh>& resumers);
-
   // The graph trainer with each collective a program of its own (the
   // default) and inside the step's program (--compile.spmd_safe).
   static void expect_graph_trainer_equals_eager(const Mesh& m) {
@@ -168,31 +166,8 @@ TEST_F(DataParallel, Bf16Fsdp2GivesTheOneProcessBf16Losses) {
   EXPECT_EQ(runs_->curve("fsdp2_bf16_graph").loss, got.loss) << "graph trainer vs eager";
 }
 
-// A run on `saver` checkpoints at step 5 and 10 into <root>/<saver.name>_saved;
-// each mesh of `resumers` continues from step 5 to the uninterrupted losses.
-void DataParallel::save_and_resume(const Mesh& saver, const std::vector<Mesh>& resumers) {
-  const std::string saved = saver.name + "_saved";
-  CliRun r = runs_->kiln(saver, saved, "--checkpoint.enable --checkpoint.interval 5");
-  ASSERT_EQ(r.status, 0) << r.output;
-  expect_close(runs_->curve(saved), runs_->reference(), 0, saver.name + " with checkpoints");
-  for (const Mesh& m : resumers) {
-    std::string dump = saver.name + "_resumed_" + m.name;
-    fs::copy(runs_->root() / saved, runs_->root() / dump, fs::copy_options::recursive);
-    r = runs_->kiln(m, dump, "--checkpoint.enable --checkpoint.load_step 5");
-    ASSERT_EQ(r.status, 0) << r.output;
-    EXPECT_NE(r.output.find("(step 5)"), std::string::npos) << r.output;
-    // metrics.jsonl keeps steps 1-5 of the saving run, then this run's 6-10.
-    Curve c = runs_->curve(dump);
-    ASSERT_EQ(c.loss.size(), 10u) << r.output;
-    Curve continued{{c.loss.begin() + 5, c.loss.end()},
-                    {c.grad_norm.begin() + 5, c.grad_norm.end()},
-                    {c.val_loss.begin() + 1, c.val_loss.end()}};
-    expect_close(continued, runs_->reference(), 5, saver.name + " -> " + m.name);
-  }
-}
-
 TEST_F(DataParallel, AnFsdp4CheckpointResumesOnFsdp2AndOneRank) {
-  save_and_resume(kMeshes[2], {kMeshes[1], kOneRank});
+  runs_->expect_resumes(kMeshes[2], {kMeshes[1], kOneRank});
   // Each of the 4 ranks wrote its shards.
   EXPECT_TRUE(fs::exists(runs_->root() /
                          "fsdp4_saved/checkpoint/step-5/optimizer-00004-of-00004.safetensors"));
@@ -200,7 +175,7 @@ TEST_F(DataParallel, AnFsdp4CheckpointResumesOnFsdp2AndOneRank) {
 
 // Checkpoints hold full tensors (the tp slices gathered): independent of tp.
 TEST_F(DataParallel, AnFsdp2xTp2CheckpointResumesOnTp2AndOneRank) {
-  save_and_resume(kTensorParallelMeshes[1], {kTensorParallelMeshes[0], kOneRank});
+  runs_->expect_resumes(kTensorParallelMeshes[1], {kTensorParallelMeshes[0], kOneRank});
   // The 2 dp_shard ranks of tp rank 0 wrote the shards.
   EXPECT_TRUE(fs::exists(runs_->root() /
                          "fsdp2xtp2_saved/checkpoint/step-5/model-00002-of-00002.safetensors"));

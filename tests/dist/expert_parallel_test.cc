@@ -140,23 +140,7 @@ TEST_F(ExpertParallel, TheGraphTrainerAndTheScanGiveEagersBits) {
 
 // Checkpoints hold full tensors (the experts gathered): independent of ep.
 TEST_F(ExpertParallel, AnEp2CheckpointResumesOnEp1AndOneRank) {
-  const MeshRun& saver = kMeshes[0];
-  CliRun r = runs_->kiln(saver, "ep2_saved", "--checkpoint.enable --checkpoint.interval 5");
-  ASSERT_EQ(r.status, 0) << r.output;
-  Curve whole = runs_->curve("ep2_saved");
-  for (const MeshRun& m : {kFsdp2, kOneRank}) {
-    std::string dump = "ep2_resumed_" + m.name;
-    fs::copy(runs_->root() / "ep2_saved", runs_->root() / dump, fs::copy_options::recursive);
-    r = runs_->kiln(m, dump, "--checkpoint.enable --checkpoint.load_step 5");
-    ASSERT_EQ(r.status, 0) << r.output;
-    EXPECT_NE(r.output.find("(step 5)"), std::string::npos) << r.output;
-    Curve c = runs_->curve(dump);
-    ASSERT_EQ(c.loss.size(), 10u) << r.output;
-    Curve continued{{c.loss.begin() + 5, c.loss.end()},
-                    {c.grad_norm.begin() + 5, c.grad_norm.end()},
-                    {c.val_loss.begin() + 1, c.val_loss.end()}};
-    expect_close(continued, whole, 5, "ep2 -> " + m.name);
-  }
+  runs_->expect_resumes(kMeshes[0], {kFsdp2, kOneRank});
 }
 
 TEST_F(ExpertParallel, RefusesWhatItCannotSplit) {

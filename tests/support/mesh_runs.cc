@@ -65,6 +65,28 @@ void MeshRuns::expect_same_as_eager(const MeshRun& m, const std::string& variant
   EXPECT_EQ(g.grad_norm, e.grad_norm) << what;
 }
 
+void MeshRuns::expect_resumes(const MeshRun& saver, const std::vector<MeshRun>& resumers) const {
+  const std::string saved = saver.name + "_saved";
+  CliRun r = kiln(saver, saved, "--checkpoint.enable --checkpoint.interval 5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  expect_close(curve(saved), reference_, 0, saver.name + " with checkpoints");
+  for (const MeshRun& m : resumers) {
+    std::string dump = saver.name + "_resumed_" + m.name;
+    std::filesystem::copy(root_ / saved, root_ / dump,
+                          std::filesystem::copy_options::recursive);
+    r = kiln(m, dump, "--checkpoint.enable --checkpoint.load_step 5");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("(step 5)"), std::string::npos) << r.output;
+    // metrics.jsonl keeps steps 1-5 of the saving run, then this run's 6-10.
+    Curve c = curve(dump);
+    ASSERT_EQ(c.loss.size(), 10u) << r.output;
+    Curve continued{{c.loss.begin() + 5, c.loss.end()},
+                    {c.grad_norm.begin() + 5, c.grad_norm.end()},
+                    {c.val_loss.begin() + 1, c.val_loss.end()}};
+    expect_close(continued, reference_, 5, saver.name + " -> " + m.name);
+  }
+}
+
 void expect_close(const Curve& got, const Curve& want, size_t first_step, const std::string& what) {
   ASSERT_EQ(got.loss.size() + first_step, want.loss.size()) << what;
   for (size_t i = 0; i < got.loss.size(); ++i) {

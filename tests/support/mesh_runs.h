@@ -57,6 +57,10 @@ class MeshRuns {
   // bits.
   void expect_same_as_eager(const MeshRun& m, const std::string& variant,
                             const std::string& flags) const;
+  // A run on `saver` checkpoints at steps 5 and 10 into <saver.name>_saved
+  // (close to the reference); each mesh of `resumers` continues from step 5
+  // to the reference's losses.
+  void expect_resumes(const MeshRun& saver, const std::vector<MeshRun>& resumers) const;
 
  private:
   TempDir temp_;
