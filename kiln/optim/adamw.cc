@@ -1,7 +1,6 @@
 #include "kiln/optim/adamw.h"
 
 #include <cmath>
-#include <string_view>
 
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
@@ -21,9 +20,6 @@ Tensor f32_scalar(double v) { return scalar(v, DType::f32); }
 // The moments' dtype: f32, or f64 for f64 parameters (gradient checks).
 DType state_dtype(DType param) { return param == DType::f64 ? DType::f64 : DType::f32; }
 
-// MoE routing biases: set by the balancing rule, not by gradients.
-constexpr std::string_view kUntrainedSuffix = "e_score_correction_bias";
-
 }  // namespace
 
 ParamGroups default_param_groups(const std::vector<std::string>& names,
@@ -34,11 +30,6 @@ ParamGroups default_param_groups(const std::vector<std::string>& names,
   ParamGroups g;
   g.groups = {{weight_decay, 1.0}, {0.0, 1.0}};
   for (size_t i = 0; i < params.size(); ++i) {
-    if (names[i].ends_with(kUntrainedSuffix)) {
-      if (g.groups.size() == 2) g.groups.push_back({0.0, 0.0});
-      g.group.push_back(2);
-      continue;
-    }
     bool skip = !decay_norms_and_embeddings &&
                 (params[i].rank() < 2 || names[i].ends_with("embed_tokens.weight"));
     g.group.push_back(skip ? 1 : 0);

@@ -47,9 +47,7 @@ struct ParamGroups {
 // Two groups: 0 = decayed (weight_decay), 1 = not decayed. Unless
 // decay_norms_and_embeddings, a parameter skips decay when it has fewer than
 // 2 dims (norm weights, biases) or its name ends in "embed_tokens.weight"
-// (kiln's / HF's token embedding). A third group, lr_scale 0, holds what no
-// gradient trains: MoE routers' balancing biases ("e_score_correction_bias",
-// which the trainer moves itself, kiln/train/router_bias.h).
+// (kiln's / HF's token embedding).
 ParamGroups default_param_groups(const std::vector<std::string>& names,
                                  const std::vector<Tensor>& params, double weight_decay,
                                  bool decay_norms_and_embeddings = false);

@@ -12,6 +12,13 @@ RouterBiasBalancer::RouterBiasBalancer(const std::vector<std::string>& names, do
     if (names[i].ends_with(".mlp.gate.e_score_correction_bias")) biases_.push_back(i);
 }
 
+void RouterBiasBalancer::exclude_from_optimizer(optim::ParamGroups& groups) const {
+  if (!enabled()) return;
+  const int untrained = int(groups.groups.size());
+  groups.groups.push_back({0.0, 0.0});
+  for (size_t i : biases_) groups.group.at(i) = untrained;
+}
+
 void RouterBiasBalancer::update(std::vector<Tensor>& masters,
                                 const std::vector<std::vector<int64_t>>& tokens,
                                 const ParamDistribution& dist) const {

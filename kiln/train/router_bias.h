@@ -4,12 +4,13 @@
 //   b_e += rate * sign(mean load - load_e),
 // from the step's tokens per expert over every rank and microbatch, which
 // every rank holds alike, so replicas stay equal. The optimizer leaves
-// these biases (their parameter group's lr_scale is 0); checkpoints keep
-// them as the model parameters they are.
+// these biases (exclude_from_optimizer: a parameter group of lr_scale 0);
+// checkpoints keep them as the model parameters they are.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "kiln/optim/adamw.h"
 #include "kiln/train/parallelize.h"
 
 namespace kiln::train {
@@ -20,6 +21,9 @@ class RouterBiasBalancer {
   RouterBiasBalancer(const std::vector<std::string>& names, double rate);
 
   bool enabled() const { return !biases_.empty(); }
+  // Moves the biases into a parameter group of their own with lr_scale 0
+  // and no decay, which AdamW leaves unchanged (no gradient trains them).
+  void exclude_from_optimizer(optim::ParamGroups& groups) const;
   // Moves this rank's bias shards in `masters` by one step's `tokens`
   // ([MoE layer][expert], every rank's).
   void update(std::vector<Tensor>& masters, const std::vector<std::vector<int64_t>>& tokens,

@@ -45,9 +45,11 @@ void RunSetup::build(bool load_initial_weights) {
   ao.beta2 = c.optimizer.beta2;
   ao.eps = c.optimizer.eps;
   ao.weight_decay = c.optimizer.weight_decay;
-  adamw = std::make_unique<optim::AdamW>(
-      ao, optim::default_param_groups(names, masters, ao.weight_decay,
-                                      c.optimizer.decay_norms_and_embeddings));
+  router_bias = std::make_unique<RouterBiasBalancer>(names, mc.router_bias_update_rate);
+  optim::ParamGroups groups = optim::default_param_groups(
+      names, masters, ao.weight_decay, c.optimizer.decay_norms_and_embeddings);
+  router_bias->exclude_from_optimizer(groups);
+  adamw = std::make_unique<optim::AdamW>(ao, std::move(groups));
   state = adamw->init(masters);
 
   StepOptions so;
@@ -62,7 +64,6 @@ void RunSetup::build(bool load_initial_weights) {
   so.overlap_collectives = c.compile.overlap_collectives;
   so.distribution = dist;
   step = std::make_unique<TrainStep>(*model, policy, *adamw, so);
-  router_bias = std::make_unique<RouterBiasBalancer>(names, mc.router_bias_update_rate);
 }
 
 }  // namespace kiln::train

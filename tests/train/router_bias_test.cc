@@ -34,12 +34,14 @@ TEST(RouterBias, EachLayerMovesTowardsBalance) {
 TEST(RouterBias, TheOptimizerLeavesTheBiases) {
   std::vector<Tensor> params = {ones({4, 3}), zeros({4}), ones({3}), zeros({4})};
   optim::ParamGroups g = optim::default_param_groups(kNames, params, 0.1, true);
+  RouterBiasBalancer(kNames, 0.25).exclude_from_optimizer(g);
   ASSERT_EQ(g.groups.size(), 3u);
   EXPECT_EQ(g.group, (std::vector<int>{0, 2, 0, 2}));
   EXPECT_EQ(g.groups[2].lr_scale, 0.0);
   EXPECT_EQ(g.groups[2].weight_decay, 0.0);
-  EXPECT_EQ(optim::default_param_groups({"a.weight"}, {ones({2, 2})}, 0.1, false).groups.size(),
-            2u);
+  optim::ParamGroups off = optim::default_param_groups(kNames, params, 0.1, true);
+  RouterBiasBalancer(kNames, 0).exclude_from_optimizer(off);
+  EXPECT_EQ(off.groups.size(), 2u) << "balancing off: the groups are not touched";
 }
 
 }  // namespace
