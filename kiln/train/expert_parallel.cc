@@ -1,6 +1,7 @@
 #include "kiln/train/expert_parallel.h"
 
 #include "kiln/base/error.h"
+#include "kiln/train/plan_parameters.h"
 
 namespace kiln::train {
 namespace {
@@ -44,14 +45,9 @@ std::string ExpertParallelPlan::describe() const {
 
 void ExpertParallelPlan::apply(CausalLM& model) const {
   if (!moe_) return;
-  auto params = model.named_parameters();
-  KILN_CHECK(params.size() == names_.size(), "expert parallelism: the model has ", params.size(),
-             " parameters, but the plan was made for ", names_.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    KILN_CHECK(params[i].first == names_[i], "expert parallelism: parameter ", i, " is '",
-               params[i].first, "', but the plan was made for '", names_[i], "'");
+  auto params = plan_parameters(model, names_, "expert parallelism");
+  for (size_t i = 0; i < params.size(); ++i)
     if (split() && expert_[i]) *params[i].second = own_experts(*params[i].second);
-  }
   for (size_t l = 0; l < model.model.layers.size(); ++l)
     if (TransformerBlock& b = model.model.layers[l]; b.moe) b.moe->set_dispatcher(dispatcher_);
   // Every dp rank routes as many tokens: the mean of their means is the

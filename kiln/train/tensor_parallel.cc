@@ -4,6 +4,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/parallel_region.h"
 #include "kiln/optim/clip.h"
+#include "kiln/train/plan_parameters.h"
 
 namespace kiln::train {
 namespace {
@@ -44,14 +45,8 @@ TensorParallelPlan::TensorParallelPlan(const dist::DeviceMesh& mesh, const Model
 
 void TensorParallelPlan::apply(CausalLM& model) const {
   if (!enabled()) return;
-  auto params = model.named_parameters();
-  KILN_CHECK(params.size() == names_.size(), "tensor parallelism: the model has ", params.size(),
-             " parameters, but the plan was made for ", names_.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    KILN_CHECK(params[i].first == names_[i], "tensor parallelism: parameter ", i, " is '",
-               params[i].first, "', but the plan was made for '", names_[i], "'");
-    *params[i].second = slice(*params[i].second, rules_[i]);
-  }
+  auto params = plan_parameters(model, names_, "tensor parallelism");
+  for (size_t i = 0; i < params.size(); ++i) *params[i].second = slice(*params[i].second, rules_[i]);
   // Per block: one region entry for attention's q/k/v and one for the
   // MLP's gate/up (their input's gradient is summed over tp once each), and
   // the row-parallel o_proj and down_proj leave (their partial products
