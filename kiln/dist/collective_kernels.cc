@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/base/error.h"
+#include "kiln/base/profile.h"
 #include "kiln/dist/mesh.h"
 #include "kiln/runtime/backend.h"
 
@@ -80,6 +81,7 @@ struct Launched {
   std::shared_ptr<DeviceMesh> mesh;
   std::vector<std::shared_ptr<Packed>> buffers;
   std::function<void()> then;
+  uint64_t flow = 0;  // the profile's arrow from the start to the wait (0: none)
 
   void finish() {
     work.wait();
@@ -277,7 +279,12 @@ void start(const KernelArgs& a) {
   KILN_CHECK(!in_flight().contains(a.out[0].data), a.op.name, ": a collective started earlier "
              "into the same buffer was never waited for (a compiled program failed between its "
              "start and its wait?)");
-  in_flight().emplace(a.out[0].data, launch(a));
+  Launched l = launch(a);
+  if (profile::active()) {
+    l.flow = profile::new_flow_id();
+    profile::flow('s', l.flow, "comm", "collective");
+  }
+  in_flight().emplace(a.out[0].data, std::move(l));
 }
 
 void wait_kernel(const KernelArgs& a) {
@@ -287,6 +294,7 @@ void wait_kernel(const KernelArgs& a) {
              "buffer on this thread; collective_wait must follow its *_start in the same program");
   Launched l = std::move(it->second);
   in_flight().erase(it);
+  if (l.flow) profile::flow('f', l.flow, "comm", "collective");
   l.finish();
   // The memory plan aliases the result with the started buffer; where it
   // could not (a result returned in a buffer of its own), copy it.

@@ -6,6 +6,7 @@
 #include <future>
 
 #include "kiln/base/error.h"
+#include "kiln/base/profile.h"
 
 namespace kiln::dist::mpi {
 namespace {
@@ -79,6 +80,7 @@ void Engine::thread_main(std::promise<void>& started) {
     return;
   }
   started.set_value();
+  profile::set_thread_name("mpi");
 
   int idle = 0;  // polls in a row that changed nothing
   for (;;) {

@@ -116,6 +116,7 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
 
   ProgramOptions po;
   po.passes = options_.passes;
+  po.name = options_.name;
   std::vector<bool> taken(outs.size(), false);
   for (int a : options_.donate) {
     KILN_CHECK(a >= 0 && size_t(a) < args.size(), options_.name, ": donated argument ", a,

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "kiln/base/error.h"
+#include "kiln/base/profile.h"
 
 namespace kiln {
 namespace {
@@ -123,11 +124,13 @@ std::optional<std::string> CompileCache::lookup_disk(CacheTier t, const CacheKey
   return std::move(e.payload);
 }
 
-std::optional<std::string> CompileCache::lookup_disks(const CacheKey& key, const std::string& name) {
+std::optional<std::string> CompileCache::lookup_disks(const CacheKey& key, const std::string& name,
+                                                      const char** hit) {
   for (CacheTier t : {CacheTier::l2, CacheTier::l3}) {
     if (!disk(t).dir) continue;
     std::optional<std::string> payload = lookup_disk(t, key, name);
     if (payload) {
+      if (hit) *hit = t == CacheTier::l2 ? "l2 hit" : "l3 hit";
       store(key, name, *payload, /*l2=*/t == CacheTier::l3, /*l3=*/false);
       return payload;
     }
@@ -177,13 +180,20 @@ std::string CompileCache::get_or_compile(const CacheKey& key, const std::functio
     if (!slot) slot = std::make_shared<std::mutex>();
     in_process = slot;
   }
+  profile::Span span("compile", key.kind);
+  const char* tier = "l1 hit";
+  auto result = [&](std::string payload) {
+    span.arg("cache", tier);
+    return payload;
+  };
   // Threads missing the same key queue here; the first compiles, the others
   // then find its payload in L1. Lookups are counted once their answer is final.
   std::lock_guard compiling(*in_process);
-  if (auto payload = lookup_l1(name)) return *payload;
+  if (auto payload = lookup_l1(name)) return result(std::move(*payload));
   const DiskTier& lock_tier = l2_.dir ? l2_ : l3_;
   CacheDir::Lock across_processes = lock_tier.dir ? lock_tier.dir->lock(name) : CacheDir::Lock();
-  if (auto payload = lookup_disks(key, name)) return *payload;
+  if (auto payload = lookup_disks(key, name, &tier)) return result(std::move(*payload));
+  tier = "miss: compiled";
 
   auto start = std::chrono::steady_clock::now();
   std::string payload = compile();
@@ -194,7 +204,7 @@ std::string CompileCache::get_or_compile(const CacheKey& key, const std::functio
     tier_stats(last).compile_seconds += seconds.count();
   }
   store(key, name, payload, true, true);
-  return payload;
+  return result(std::move(payload));
 }
 
 void CompileCache::count_l1_hit() {

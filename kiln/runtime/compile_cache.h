@@ -105,8 +105,9 @@ class CompileCache {
   const std::string* l1_hit(const std::string& name);
   std::optional<std::string> lookup_l1(const std::string& name);
   std::optional<std::string> lookup_disk(CacheTier t, const CacheKey& key, const std::string& name);
-  // The disk lookups after an L1 miss, promoting a hit.
-  std::optional<std::string> lookup_disks(const CacheKey& key, const std::string& name);
+  // The disk lookups after an L1 miss, promoting a hit; `hit` names its tier.
+  std::optional<std::string> lookup_disks(const CacheKey& key, const std::string& name,
+                                          const char** hit = nullptr);
   void store(const CacheKey& key, const std::string& name, const std::string& payload, bool l2, bool l3);
   // Prints `message` on stderr the first time `topic` comes up in this process.
   void say_once(const std::string& topic, const std::string& message);

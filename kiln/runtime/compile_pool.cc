@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "kiln/base/profile.h"
+
 namespace kiln {
 namespace {
 
@@ -29,6 +31,7 @@ class Pool {
 
  private:
   void work() {
+    profile::set_thread_name("compile pool");
     while (true) {
       std::function<void()> job;
       {

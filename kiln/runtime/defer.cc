@@ -106,6 +106,7 @@ class DeferContext final : public Context {
 
     ProgramOptions options;
     options.passes = default_pass_options();
+    options.name = "deferred ops";
     std::shared_ptr<const Executable> exe = get_executable(rec->graph, device_, options);
     std::vector<Tensor> results = exe->run(rec->captured);
     // Pending tensors are distinct buffers, as in strict mode, but the

@@ -4,6 +4,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/defer.h"
 #include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/kernel_launch.h"
 #include "kiln/runtime/rules.h"
 
 namespace kiln {
@@ -95,7 +96,7 @@ class EagerContext final : public Context {
       bool empty = true;
       for (const TensorRef& r : out_refs) empty = empty && r.numel() == 0;
       if (empty && !out_refs.empty()) return;
-      kernel->fn(KernelArgs{ins, out_refs, attrs, op, device});
+      launch(*kernel, KernelArgs{ins, out_refs, attrs, op, device});
     };
     run(device, std::move(task), label);
     if (debug_)

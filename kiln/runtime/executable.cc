@@ -5,6 +5,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/kernel_launch.h"
 #include "kiln/runtime/recording.h"
 
 namespace kiln {
@@ -36,7 +37,9 @@ struct Executable::Impl {
 namespace {
 
 // Every kernel launch of the program, in order, over the resolved buffers.
-void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs, Device device) {
+void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs, Device device,
+                const std::string& program) {
+  profile::Span span("program", program);
   std::vector<TensorRef> in, out;
   for (const Step& s : impl.steps) {
     in.clear();
@@ -49,7 +52,7 @@ void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs
     }
     if (empty && !out.empty()) continue;
     try {
-      s.kernel->fn(KernelArgs{in, out, s.attrs, *s.op, device});
+      launch(*s.kernel, KernelArgs{in, out, s.attrs, *s.op, device}, &program);
     } catch (const std::exception& e) {
       drain_in_flight();
       fail("in a compiled program, ", s.text, ": ", e.what());
@@ -59,8 +62,12 @@ void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs
 
 }  // namespace
 
-Executable::Executable(ir::Graph g, Device device, const std::vector<std::pair<int, int>>& donations)
-    : graph_(std::move(g)), device_(device), impl_(std::make_unique<Impl>()) {
+Executable::Executable(ir::Graph g, Device device,
+                       const std::vector<std::pair<int, int>>& donations, std::string name)
+    : graph_(std::move(g)),
+      device_(device),
+      name_(std::move(name)),
+      impl_(std::make_unique<Impl>()) {
   const auto& values = graph_.values();
   compiler::MemoryPlan plan = compiler::plan_memory(graph_, donations, {.outputs_in_arena = false});
   impl_->slots.assign(values.size(), Slot{Slot::arena, 0});
@@ -166,8 +173,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
   for (const Tensor& t : outs) keep.push_back(t.impl().storage);
 
   const Impl* impl = impl_.get();
-  auto task = [impl, device = device_, refs = std::move(refs), keep = std::move(keep)] {
-    launch_all(*impl, refs, device);
+  auto task = [this, impl, device = device_, refs = std::move(refs), keep = std::move(keep)] {
+    launch_all(*impl, refs, device, name_);
   };
   backend(device_).queue(device_.index).enqueue(std::move(task), "compiled program");
   if (eager_mode() == EagerMode::debug) synchronize(device_);
@@ -190,7 +197,7 @@ void Executable::run_inline(std::span<const TensorRef> inputs,
                                           : static_cast<char*>(arena.data) + s.where;
     refs[v] = {data, t.dtype, t.shape, contiguous_strides(t.shape)};
   }
-  launch_all(*impl_, refs, device_);
+  launch_all(*impl_, refs, device_, name_);
   // Outputs that are an input, or repeat an earlier output, were not written.
   // The copy is the backend's: the buffers are on the device.
   for (size_t o = 0; o < outputs.size(); ++o) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,7 +28,9 @@ class Executable {
   // `g` must only use ops with kernels on `device` (see prepare_for_device).
   // `donations` lists (graph input, graph output) pairs whose buffers the
   // output may take over; the caller must not use a donated input afterwards.
-  Executable(ir::Graph g, Device device, const std::vector<std::pair<int, int>>& donations);
+  // `name` labels the program in profiles ("the training step").
+  Executable(ir::Graph g, Device device, const std::vector<std::pair<int, int>>& donations,
+             std::string name = "program");
   ~Executable();
 
   std::vector<Tensor> run(std::span<const Tensor> inputs) const;
@@ -37,12 +40,14 @@ class Executable {
   void run_inline(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) const;
   const ir::Graph& graph() const { return graph_; }
   const ExecutableStats& stats() const { return stats_; }
+  const std::string& name() const { return name_; }
 
   struct Impl;  // the resolved launches and buffer slots (executable.cc)
 
  private:
   ir::Graph graph_;
   Device device_;
+  std::string name_;
   ExecutableStats stats_;
   std::unique_ptr<Impl> impl_;
 };

@@ -50,7 +50,8 @@ std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device devi
   std::string text = CompileCache::instance().get_or_compile({fp, "program"}, [&] {
     return ir::to_text(compiler::optimize(prepare_for_device(g, device), options.passes));
   });
-  auto exe = std::make_shared<const Executable>(ir::parse_graph(text), device, options.donations);
+  auto exe = std::make_shared<const Executable>(ir::parse_graph(text), device, options.donations,
+                                                options.name);
   std::lock_guard lock(*mu);
   return ready->emplace(fp, std::move(exe)).first->second;
 }

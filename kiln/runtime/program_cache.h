@@ -4,6 +4,7 @@
 // run skips the compiler passes.
 #pragma once
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,9 @@ namespace kiln {
 struct ProgramOptions {
   compiler::PassOptions passes;
   std::vector<std::pair<int, int>> donations;  // (graph input, graph output)
+  // Labels the program in profiles; not part of the key, so programs of one
+  // graph share the first caller's name.
+  std::string name = "program";
 };
 
 // The Executable for `g` on `device`, compiled on a miss.

@@ -1,10 +1,12 @@
 #include "kiln/runtime/queue.h"
 
 #include "kiln/base/error.h"
+#include "kiln/base/profile.h"
 
 namespace kiln {
 
-DeviceQueue::DeviceQueue() : thread_([this] { run(); }) {}
+DeviceQueue::DeviceQueue(std::string device)
+    : device_(std::move(device)), thread_([this] { run(); }) {}
 
 DeviceQueue::~DeviceQueue() {
   {
@@ -67,6 +69,7 @@ std::string DeviceQueue::device_failure(const std::string& what) {
 }
 
 void DeviceQueue::run() {
+  profile::set_thread_name("device queue " + device_);
   std::unique_lock lock(mu_);
   while (true) {
     work_cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });

@@ -15,7 +15,8 @@ namespace kiln {
 
 class DeviceQueue {
  public:
-  DeviceQueue();
+  // `device` names the queue's thread in profiles ("device queue cpu:0").
+  explicit DeviceQueue(std::string device);
   ~DeviceQueue();
   DeviceQueue(const DeviceQueue&) = delete;
   DeviceQueue& operator=(const DeviceQueue&) = delete;
@@ -48,6 +49,7 @@ class DeviceQueue {
   void push(Task task);
   std::string device_failure(const std::string& what);  // clears the tasks since the sync
 
+  const std::string device_;
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_, space_cv_;
   std::deque<Task> tasks_;

@@ -42,7 +42,8 @@ std::shared_ptr<const Executable> body_program(const std::string& text, Device d
     std::lock_guard lock(bodies_mutex());
     if (b.program) return b.program;
   }
-  auto program = get_executable(*b.graph, device, ProgramOptions{default_pass_options(), {}});
+  auto program =
+      get_executable(*b.graph, device, ProgramOptions{default_pass_options(), {}, "scan body"});
   std::lock_guard lock(bodies_mutex());
   if (!b.program) b.program = program;
   return b.program;

@@ -32,7 +32,8 @@ SkinnyProgram::SkinnyProgram(const ir::Graph& g, Device device, const ProgramOpt
     for (ir::ValueId v : segs[s].inputs) last_reader[size_t(v)] = int(s);
   for (ir::ValueId v : outputs_) last_reader[size_t(v)] = int(segs.size());
 
-  std::vector<ProgramOptions> seg_options(segs.size(), ProgramOptions{options.passes, {}});
+  std::vector<ProgramOptions> seg_options(segs.size(),
+                                          ProgramOptions{options.passes, {}, options.name});
   for (auto [in, out] : options.donations) {
     ir::ValueId vin = inputs_[size_t(in)], vout = outputs_[size_t(out)];
     int32_t node = g.values()[size_t(vout)].node;

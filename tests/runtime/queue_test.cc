@@ -23,7 +23,7 @@ std::string sync_error(DeviceQueue& q) {
 }
 
 TEST(DeviceQueue, SyncHookRunsAtEverySynchronisation) {
-  DeviceQueue q;
+  DeviceQueue q("test");
   std::atomic<int> syncs = 0;
   q.set_sync_hook([&] { ++syncs; });
   q.synchronize();
@@ -33,7 +33,7 @@ TEST(DeviceQueue, SyncHookRunsAtEverySynchronisation) {
 }
 
 TEST(DeviceQueue, ADeviceErrorAfterOneTaskNamesIt) {
-  DeviceQueue q;
+  DeviceQueue q("test");
   bool fault = false;
   q.set_sync_hook([&] {
     if (fault) fail("illegal address");
@@ -46,7 +46,7 @@ TEST(DeviceQueue, ADeviceErrorAfterOneTaskNamesIt) {
 }
 
 TEST(DeviceQueue, ADeviceErrorNamesTheTasksSinceTheLastSynchronisation) {
-  DeviceQueue q;
+  DeviceQueue q("test");
   bool fault = false;
   q.set_sync_hook([&] {
     if (fault) fail("illegal address");
@@ -66,7 +66,7 @@ TEST(DeviceQueue, ADeviceErrorNamesTheTasksSinceTheLastSynchronisation) {
 }
 
 TEST(DeviceQueue, TheDeviceIsWaitedForEvenAfterATaskFailed) {
-  DeviceQueue q;
+  DeviceQueue q("test");
   std::atomic<int> syncs = 0;
   q.set_sync_hook([&] { ++syncs; });
   q.enqueue([] { fail("bad launch"); }, "op 'x' (eager op #3)");

@@ -90,7 +90,7 @@ class CpuBackend final : public Backend {
  private:
   HostMemory memory_;
   CachingAllocator allocator_;
-  DeviceQueue queue_;
+  DeviceQueue queue_{"cpu"};
 };
 
 const bool registered = [] {

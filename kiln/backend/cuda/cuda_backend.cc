@@ -28,7 +28,7 @@ namespace {
 
 struct DeviceState {
   DeviceState(int index, cudaStream_t s)
-      : memory(index), allocator(memory), staging(index, s, queue) {}
+      : memory(index), allocator(memory), queue(cat("cuda:", index)), staging(index, s, queue) {}
   DeviceMemory memory;
   CachingAllocator allocator;
   DeviceQueue queue;
