@@ -135,6 +135,25 @@ def ir_seeds(cache):
         put("ir_text", f"{n:02d}", t)
 
 
+def trace_seeds():
+    # The shape of a profiler trace (kiln/io/chrome_trace.h): a step on the
+    # main thread, a program with a kernel and a collective on the device queue.
+    meta = [{"ph": "M", "name": "thread_name", "pid": 0, "tid": t, "args": {"name": n}}
+            for t, n in ((0, "device queue cpu"), (1, "main"))]
+    spans = [
+        {"ph": "X", "cat": "program", "name": "graph trainer step", "ts": 10, "dur": 50, "pid": 0, "tid": 0},
+        {"ph": "X", "cat": "kernel", "name": "matmul", "ts": 15, "dur": 20, "pid": 0, "tid": 0,
+         "args": {"flops": 20000, "bytes": 4000, "types": "f32[2,2] -> f32[2,2]", "program": "graph trainer step"}},
+        {"ph": "X", "cat": "comm", "name": "all_reduce", "ts": 40, "dur": 10, "pid": 0, "tid": 0,
+         "args": {"group": "dp_shard"}},
+        {"ph": "s", "cat": "comm", "name": "collective", "id": 1, "ts": 41, "pid": 0, "tid": 0},
+        {"ph": "f", "bp": "e", "cat": "comm", "name": "collective", "id": 1, "ts": 45, "pid": 0, "tid": 0},
+        {"ph": "X", "cat": "step", "name": "step 1", "ts": 5, "dur": 75, "pid": 0, "tid": 1},
+    ]
+    put("trace_summary", "step", json.dumps({"traceEvents": meta + spans, "displayTimeUnit": "ms",
+                                             "otherData": {"producer": "kiln", "capture_us": 100}}))
+
+
 def kiln_seeds(kiln):
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "c.txt"
@@ -177,6 +196,7 @@ def main():
     settings_seeds()
     text_seeds()
     hf_config_seeds()
+    trace_seeds()
     ir_seeds(a.cache)
     kiln_seeds(a.kiln)
 
