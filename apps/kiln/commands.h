@@ -21,6 +21,7 @@ void add_train(CLI::App& app);
 void add_generate(CLI::App& app);
 void add_data(CLI::App& app);
 void add_numerics_check(CLI::App& app);
+void add_profile(CLI::App& app);
 
 // `kiln info --model NAME`: seq_len <= 0 means the config's own.
 void print_model_info(const std::string& name, int64_t seq_len, bool json);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_generate(app);
   kiln::cli::add_data(app);
   kiln::cli::add_numerics_check(app);
+  kiln::cli::add_profile(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -140,6 +140,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"profiler", "enable_profiling", &c.profiler.enable_profiling},
       {"profiler", "save_traces_folder", &c.profiler.save_traces_folder},
       {"profiler", "profile_freq", &c.profiler.profile_freq},
+      {"profiler", "active_steps", &c.profiler.active_steps},
 
       {"runtime", "eager_mode", &c.runtime.eager_mode, {"strict", "debug", "defer_and_fuse"}},
       {"runtime", "num_threads", &c.runtime.num_threads},
@@ -525,6 +526,11 @@ void finalize(TrainConfig& c) {
                     c.metrics.log_freq);
   KILN_CONFIG_CHECK(c.profiler.profile_freq >= 1, "profiler.profile_freq",
                     "must be at least 1, got ", c.profiler.profile_freq);
+  const int64_t active = c.profiler.active_steps;
+  KILN_CONFIG_CHECK(!c.profiler.enable_profiling ||
+                        (active >= 1 && active <= c.profiler.profile_freq),
+                    "profiler.active_steps", "must be between 1 and profiler.profile_freq (",
+                    c.profiler.profile_freq, "), got ", active);
   KILN_CONFIG_CHECK(c.runtime.num_threads >= 0, "runtime.num_threads",
                     "must be non-negative (0: all cores), got ", c.runtime.num_threads);
   const ParallelismSection& p = c.parallelism;

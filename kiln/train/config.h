@@ -177,10 +177,13 @@ struct ActivationCheckpointSection {
   std::string mode = "none";  // none | full | selective
 };
 
+// Every profile_freq steps, a trace of the last active_steps of them
+// (<dump_folder>/<save_traces_folder>/step-N/trace.json; kiln/train/profiler.h).
 struct ProfilerSection {
   bool enable_profiling = false;
   std::string save_traces_folder = "profile_traces";
   int64_t profile_freq = 100;
+  int64_t active_steps = 3;
 };
 
 struct RuntimeSection {

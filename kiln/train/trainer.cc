@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "kiln/base/error.h"
+#include "kiln/base/profile.h"
 #include "kiln/data/dataset.h"
 #include "kiln/data/loader.h"
 #include "kiln/data/tokenizer.h"
@@ -35,6 +36,7 @@
 #include "kiln/train/metrics.h"
 #include "kiln/train/parallelize.h"
 #include "kiln/train/peak_measure.h"
+#include "kiln/train/profiler.h"
 #include "kiln/train/run_inputs.h"
 #include "kiln/train/run_setup.h"
 #include "kiln/train/signals.h"
@@ -267,7 +269,10 @@ bool Run::resume() {
 
 StepResult Run::train_step(double lr) {
   std::vector<data::Batch> batches;
-  for (int64_t a = 0; a < s_.accum; ++a) batches.push_back(loader_->next());
+  {
+    profile::Span span("data", "next batch");
+    for (int64_t a = 0; a < s_.accum; ++a) batches.push_back(loader_->next());
+  }
   if (!memory_reported_ && mesh_.lead()) {
     MemoryEstimate e = s_.step->expected_memory(s_.masters, s_.state, batches);
     out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs())
@@ -299,7 +304,11 @@ double Run::validate() {
                                        (c_.training.local_batch_size * s_.dist->dp_degree()));
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
-    data::Batch b = val_loader_->next();
+    data::Batch b;
+    {
+      profile::Span span("data", "next validation batch");
+      b = val_loader_->next();
+    }
     ForwardOptions fo;
     if (c_.data.document_mask) fo.doc_ids = b.doc_ids, fo.positions = b.positions;
     sum += s_.dist->mean_loss(s_.model->forward(b.ids, b.targets, fo).ce_loss).item<float>();
@@ -320,6 +329,7 @@ std::vector<Tensor> Run::checkpoint_shards(const std::vector<Tensor>& local) con
 // their shards (rank 0 alone without SimpleFSDP). Returns the checkpoint's
 // path on rank 0, "" elsewhere.
 std::string Run::save(int64_t step) {
+  profile::Span span("checkpoint", "save");
   CheckpointData d;
   d.step = step;
   std::vector<Tensor> masters = checkpoint_shards(s_.masters);
@@ -437,7 +447,11 @@ TrainResult Run::go() {
   reset_peak_memory(kCPU);
   double window_seconds = 0;
   int64_t window_tokens = 0;
+  StepProfiler profiler(c_, mesh_.world().rank(), mesh_.world().size(), kCPU);
   for (int64_t step = start_step_ + 1; step <= steps; ++step) {
+    profiler.begin_step(step);
+    std::optional<profile::Span> step_span;
+    if (profile::active()) step_span.emplace("step", cat("step ", step));
     auto t0 = Clock::now();
     StepMetrics m;
     m.step = step;
@@ -474,6 +488,9 @@ TrainResult Run::go() {
       result.last_checkpoint = save(step);
       if (metrics) metrics->note("saved checkpoint " + result.last_checkpoint);
     }
+    step_span.reset();
+    if (std::string trace = profiler.end_step(step); !trace.empty() && metrics)
+      metrics->note("wrote profile trace " + trace + " (kiln profile summarize reads it)");
     if (metrics) metrics->progress(step);
     if (sig) {
       result.stopped_by_signal = sig;
@@ -499,9 +516,6 @@ void check_supported(const TrainConfig& c) {
                ", which is not implemented yet: this trainer runs data, tensor and expert "
                "parallelism (data_parallel_replicate_degree, data_parallel_shard_degree,"
                " tensor_parallel_degree, expert_parallel_degree); set it to 1");
-  KILN_CHECK(
-      !c.profiler.enable_profiling,
-      "profiler.enable_profiling is not implemented yet: use --profiler.enable_profiling=false");
 }
 
 dist::MeshDegrees mesh_degrees(const TrainConfig& c) {
