@@ -22,6 +22,13 @@ double number(const json& e, const char* key, size_t index) {
   return e[key].get<double>();
 }
 
+// pid and tid: integers, 0 when absent.
+int64_t integer(const json& e, const char* key) {
+  if (!e.contains(key)) return 0;
+  KILN_CHECK(e[key].is_number_integer(), "a trace event's '", key, "' is not an integer");
+  return e[key].get<int64_t>();
+}
+
 double arg_number(const json& e, const char* key) {
   if (!e.contains("args") || !e["args"].contains(key) || !e["args"][key].is_number()) return 0;
   return e["args"][key].get<double>();
@@ -53,12 +60,11 @@ TraceSummary summarize(const json& trace) {
   KILN_CHECK(trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array(),
              "not a Chrome trace: no \"traceEvents\" array");
   const json& events = trace["traceEvents"];
-  auto track = [](const json& e) {
-    return std::pair{e.value("pid", int64_t(0)), e.value("tid", int64_t(0))};
-  };
+  auto track = [](const json& e) { return std::pair{integer(e, "pid"), integer(e, "tid")}; };
   std::map<std::pair<int64_t, int64_t>, std::string> names;
   for (const json& e : events)
-    if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "thread_name")
+    if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "thread_name" &&
+        e.contains("args") && e["args"].is_object())
       names[track(e)] = e["args"].value("name", "");
 
   TraceSummary s;
