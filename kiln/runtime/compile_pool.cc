@@ -25,8 +25,17 @@ class Pool {
     {
       std::lock_guard lock(mu_);
       jobs_.push_back(std::move(job));
+      ++pending_;
     }
     cv_.notify_one();
+  }
+  int pending() {
+    std::lock_guard lock(mu_);
+    return pending_;
+  }
+  void wait_idle() {
+    std::unique_lock lock(mu_);
+    idle_cv_.wait(lock, [&] { return pending_ == 0; });
   }
 
  private:
@@ -41,18 +50,27 @@ class Pool {
         jobs_.pop_front();
       }
       job();
+      std::lock_guard lock(mu_);
+      if (--pending_ == 0) idle_cv_.notify_all();
     }
   }
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_, idle_cv_;
   std::deque<std::function<void()>> jobs_;
+  int pending_ = 0;  // queued or running
 };
+
+Pool& pool() {
+  static Pool* p = new Pool;  // never destroyed: its threads are detached
+  return *p;
+}
 
 }  // namespace
 
-void submit_compile_job(std::function<void()> job) {
-  static Pool* pool = new Pool;  // never destroyed: its threads are detached
-  pool->submit(std::move(job));
-}
+void submit_compile_job(std::function<void()> job) { pool().submit(std::move(job)); }
+
+int pending_compile_jobs() { return pool().pending(); }
+
+void wait_for_compile_jobs() { pool().wait_idle(); }
 
 }  // namespace kiln

@@ -28,6 +28,8 @@
 #include "kiln/optim/mixed_precision.h"
 #include "kiln/optim/schedule.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/compile_cache.h"
+#include "kiln/runtime/compile_pool.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/spmd.h"
 #include "kiln/runtime/threads.h"
@@ -502,6 +504,14 @@ TrainResult Run::go() {
     }
   }
   if (c_.checkpoint.last_save_in_hf) export_hf_model();
+  // Kernel builds still running would be lost at exit; finished, they are
+  // in the disk cache for the next run.
+  const CompileCache& cache = CompileCache::instance();
+  if (int n = pending_compile_jobs(); n && !(cache.l2_dir().empty() && cache.l3_dir().empty())) {
+    out_ << "finishing " << n << " background kernel build" << (n == 1 ? "" : "s")
+         << " for the compile cache" << std::endl;
+    wait_for_compile_jobs();
+  }
   return result;
 }
 
