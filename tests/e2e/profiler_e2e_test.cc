@@ -111,6 +111,41 @@ TEST_F(ProfilerE2E, EagerStepsShowTheirDataAndCheckpointsAndNest) {
   EXPECT_EQ(expect_kernels_inside_programs(t), 0.0);  // strict eager: no programs
 }
 
+size_t cache_entries(const fs::path& dir) {
+  size_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) n += e.path().extension() == ".kce";
+  return n;
+}
+
+// A one-step run leaves every program and kernel it compiled in the disk
+// cache (it waits for the background builds still running at its end), so
+// a second process with the same cache directory compiles nothing: its
+// compiles are hits and the cache gains no entry.
+TEST_F(ProfilerE2E, ASecondProcessWithTheSameCacheCompilesNothing) {
+  const std::string flags = "--training.steps 1 --compile.graph_trainer --validation.enable=false"
+                            " --checkpoint.enable=false --profiler.enable_profiling"
+                            " --profiler.profile_freq 1 --profiler.active_steps 1";
+  auto env = [&](const char* l2) {
+    return "KILN_CACHE_DIR=" + (tmp_ / "l3") + " KILN_L2_CACHE_DIR=" + (tmp_ / l2);
+  };
+  CliRun first = run_cli(train(tmp_ / "first", flags), env("l2-first"));
+  ASSERT_EQ(first.status, 0) << first.output;
+  const size_t entries = cache_entries(tmp_ / "l3");
+  EXPECT_GT(entries, 1u);  // the step's program and its fused kernels
+  CliRun second = run_cli(train(tmp_ / "second", flags), env("l2-second"));
+  ASSERT_EQ(second.status, 0) << second.output;
+  auto compiles = [&](const char* run) {
+    std::string path = (fs::path(tmp_ / run) / "profile_traces" / "step-1" / "trace.json").string();
+    return trace_spans(read_trace(path), "compile");
+  };
+  EXPECT_FALSE(compiles("first").empty());
+  std::vector<json> again = compiles("second");
+  EXPECT_FALSE(again.empty());
+  for (const json& c : again)
+    EXPECT_NE(c["args"]["cache"].get<std::string>().find("hit"), std::string::npos) << c.dump();
+  EXPECT_EQ(cache_entries(tmp_ / "l3"), entries) << second.output;
+}
+
 TEST_F(ProfilerE2E, WithoutTheFlagNothingIsWritten) {
   std::string dump = tmp_ / "off";
   CliRun r = run_cli(train(dump, "--training.steps 2 --profiler.profile_freq 1"));
