@@ -86,6 +86,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   const size_t nv = g.values().size();
   MemoryPlan plan;
   plan.offsets.assign(nv, -1);
+  plan.offloaded.assign(nv, false);
   plan.bytes.resize(nv);
   for (size_t v = 0; v < nv; ++v) {
     const ir::TypeInfo& t = g.type(ir::ValueId(v));
@@ -110,6 +111,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
     int def = g.values()[y].node;
     bool first_position = std::find(g.outputs().begin(), g.outputs().end(), y) - g.outputs().begin() == out;
     if (input_taken[in] || output_taken[out] || in_donated_buffer[y] || def < 0 || returned[x] ||
+        nodes[def].op->offloaded_output ||
         !first_position || g.type(x).dtype != g.type(y).dtype || plan.bytes[x] != plan.bytes[y])
       continue;
     bool dead_before = last_use[x] < def;
@@ -136,25 +138,29 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
     last_use[root] = std::max(last_use[root], last_use[y]);
     returned[root] = returned[root] || returned[y];
   }
-  Arena arena;
+  Arena device, offload;
+  auto arena_of = [&](ir::ValueId v) -> Arena& { return plan.offloaded[v] ? offload : device; };
   std::vector<std::vector<ir::ValueId>> dies_at(n);
   for (int i = 0; i < n; ++i) {
     for (ir::ValueId v : nodes[i].outputs) {
       if (!planned(v)) continue;
       if (alias_of[v] >= 0) {
         plan.offsets[v] = plan.offsets[alias_of[v]];
+        plan.offloaded[v] = plan.offloaded[alias_of[v]];
         continue;
       }
+      plan.offloaded[v] = nodes[i].op->offloaded_output;
       int64_t size = aligned(plan.bytes[v]);
-      plan.naive_bytes += size;
-      plan.offsets[v] = size ? arena.allocate(size) : 0;
+      if (!plan.offloaded[v]) plan.naive_bytes += size;
+      plan.offsets[v] = size ? arena_of(v).allocate(size) : 0;
       if (!returned[v] && size) dies_at[std::max(i, last_use[v])].push_back(v);
     }
     // After the node ran, its inputs read for the last time (and its unread
     // outputs) are free for later nodes.
-    for (ir::ValueId v : dies_at[i]) arena.release(plan.offsets[v], aligned(plan.bytes[v]));
+    for (ir::ValueId v : dies_at[i]) arena_of(v).release(plan.offsets[v], aligned(plan.bytes[v]));
   }
-  plan.peak_bytes = arena.size();
+  plan.peak_bytes = device.size();
+  plan.offload_peak_bytes = offload.size();
   return plan;
 }
 

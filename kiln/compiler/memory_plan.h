@@ -18,27 +18,32 @@ struct PlanOptions {
 struct MemoryPlan {
   static constexpr int64_t kAlignment = 64;  // bytes; every offset is a multiple
 
-  // Per value id: its arena offset in bytes, or -1 when it is not in the
+  // Per value id: its arena offset in bytes, or -1 when it is not in an
   // arena (graph inputs, outputs written into a donated input's buffer,
   // outputs when !outputs_in_arena).
   std::vector<int64_t> offsets;
+  // Per value id: whether `offsets` is in the offload arena, the host
+  // memory of ops whose outputs are offloaded (OpDef::offloaded_output).
+  std::vector<bool> offloaded;
   // Per value id: its size in bytes.
   std::vector<int64_t> bytes;
   // The (graph input, graph output) donations honoured: the output is
   // written into that input's buffer.
   std::vector<std::pair<int, int>> donated;
-  int64_t peak_bytes = 0;   // the arena size
-  int64_t naive_bytes = 0;  // every arena value in a buffer of its own (aligned sizes)
+  int64_t peak_bytes = 0;   // the device arena's size
+  int64_t naive_bytes = 0;  // every device arena value in a buffer of its own (aligned sizes)
+  int64_t offload_peak_bytes = 0;  // the offload arena's size
 
   bool in_arena(ir::ValueId v) const { return offsets.at(v) >= 0; }
-  // The arena offset of `v`; a value outside the arena is a kiln::Error.
+  // The offset of `v` in its arena; a value outside both is a kiln::Error.
   int64_t offset_of(ir::ValueId v) const;
 };
 
 // Plans the arena by liveness over node order: a value lives from the node
 // that defines it to the last node that reads it (to the end for graph
 // outputs); values live at the same time never overlap, and freed space is
-// reused best-fit. A node's outputs never share memory with its inputs,
+// reused best-fit. Outputs of offloading ops are planned the same way in
+// an arena of their own. A node's outputs never share memory with its inputs,
 // except collective_wait's, which is its first input's buffer (kept live
 // until the last read of either).
 //

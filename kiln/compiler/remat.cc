@@ -4,6 +4,7 @@
 #include <set>
 
 #include "kiln/base/error.h"
+#include "kiln/compiler/offload.h"
 #include "kiln/ir/region.h"
 
 namespace kiln::compiler {
@@ -80,7 +81,8 @@ RematPolicy parse_remat_policy(std::string_view name) {
   if (name == "none") return RematPolicy::none;
   if (name == "full") return RematPolicy::full;
   if (name == "selective") return RematPolicy::selective;
-  fail("activation checkpoint mode '", name, "' is not one of none, full, selective");
+  if (name == "offload") return RematPolicy::offload;
+  fail("activation checkpoint mode '", name, "' is not one of none, full, selective, offload");
 }
 
 const char* remat_policy_name(RematPolicy p) {
@@ -88,6 +90,7 @@ const char* remat_policy_name(RematPolicy p) {
     case RematPolicy::none: return "none";
     case RematPolicy::full: return "full";
     case RematPolicy::selective: return "selective";
+    case RematPolicy::offload: return "offload";
   }
   return "?";
 }
@@ -104,7 +107,9 @@ std::optional<int64_t> kept_activation_bytes(const ir::Graph& g) {
     any_backward = true;
     for (ValueId v : n.inputs) {
       int32_t p = g.values()[size_t(v)].node;
-      if (p >= 0 && nodes[size_t(p)].region >= 0 && !backward(nodes[size_t(p)].region))
+      // An offloaded copy is in host memory, not kept on the device.
+      if (p >= 0 && nodes[size_t(p)].region >= 0 && !backward(nodes[size_t(p)].region) &&
+          !nodes[size_t(p)].op->offloaded_output)
         kept.insert(v);
     }
   }
@@ -122,6 +127,7 @@ bool saved_by_selective(const ir::OpDef& op) {
 
 ir::Graph rematerialize(const ir::Graph& g, RematPolicy policy) {
   if (policy == RematPolicy::none) return g;
+  if (policy == RematPolicy::offload) return offload_activations(g);
   std::vector<Recompute> recomputes = plan(g, policy);
   std::map<int32_t, const Recompute*> by_backward;
   for (const Recompute& r : recomputes) by_backward.emplace(r.backward_region, &r);

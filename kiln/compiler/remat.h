@@ -10,7 +10,11 @@
 //   selective  the outputs of compute-heavy ops (matmuls, attention, grouped
 //              matmuls) stay alive and the rest (norms, activations,
 //              elementwise, views) is recomputed: most of the memory of
-//              full at a small fraction of its recompute cost.
+//              full at a small fraction of its recompute cost;
+//   offload    what none keeps, held in the device's offload pool (host
+//              memory) between the forward and the backward (offload.h):
+//              no recomputation, device memory of about two blocks'
+//              activations, and a copy out and back of each.
 // Recomputations start from optimization barriers over their inputs, so CSE
 // never merges them back into the originals. Recomputed nodes get the same
 // ops and attributes (random ops bake their seed and offset), so the results
@@ -24,8 +28,8 @@
 
 namespace kiln::compiler {
 
-enum class RematPolicy { none, full, selective };
-RematPolicy parse_remat_policy(std::string_view name);  // none | full | selective
+enum class RematPolicy { none, full, selective, offload };
+RematPolicy parse_remat_policy(std::string_view name);  // none | full | selective | offload
 const char* remat_policy_name(RematPolicy p);
 
 // Whether `selective` keeps the outputs of `op` (the compute-heavy ops).
@@ -35,7 +39,7 @@ ir::Graph rematerialize(const ir::Graph& g, RematPolicy policy);
 
 // The bytes of the forward regions' values that backward regions read: on a
 // graph rematerialize() has rewritten, the activations the policy keeps
-// alive from the forward to the backward (values made outside any region,
+// alive on the device from the forward to the backward (values made outside any region,
 // such as the embedding's output, are not counted). Nullopt for a graph
 // without backward regions (its layers run inside a scan, or it has none).
 std::optional<int64_t> kept_activation_bytes(const ir::Graph& g);

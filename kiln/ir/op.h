@@ -77,6 +77,10 @@ struct OpDef {
   ViewFn view;           // set for ops that eager modes run as metadata views
   ViewScatterFn view_scatter;  // with `view`: empty where writes through it are unsupported
   bool side_effects = false;  // collectives: never dropped, never reordered
+  // Its outputs live in the device's offload pool (host memory), not the
+  // device's: the memory plan gives them an arena of their own and eager
+  // modes allocate them there (activation offload, compiler/remat.h).
+  bool offloaded_output = false;
 
   // Checks `attrs` against the schema, fills defaults; throws naming the op.
   Attrs complete_attrs(const Attrs& attrs) const;

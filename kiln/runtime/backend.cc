@@ -74,14 +74,28 @@ Backend& backend(Device d) {
   return *b;
 }
 
-Storage::Storage(Device d, size_t bytes) : device(d), nbytes(bytes) {
-  data = backend(d).allocator(d.index).allocate(bytes);
+namespace {
+CachingAllocator& pool_of(Device d, Pool p) {
+  Backend& b = backend(d);
+  if (p == Pool::device) return b.allocator(d.index);
+  CachingAllocator* offload = b.offload_allocator(d.index);
+  KILN_CHECK(offload, "activation offload: ", to_string(d),
+             " has no offload pool in this kiln; use activation_checkpoint.mode none, selective or full");
+  return *offload;
+}
+}  // namespace
+
+Storage::Storage(Device d, size_t bytes, Pool p) : device(d), nbytes(bytes), pool(p) {
+  data = pool_of(d, p).allocate(bytes);
 }
 
-Storage::~Storage() { backend(device).allocator(device.index).free(data, nbytes); }
+Storage::~Storage() { pool_of(device, pool).free(data, nbytes); }
 
-MemoryStats memory_stats(Device d) { return backend(d).allocator(d.index).stats(); }
-void reset_peak_memory(Device d) { backend(d).allocator(d.index).reset_peak(); }
-void empty_cache(Device d) { backend(d).allocator(d.index).empty_cache(); }
+MemoryStats memory_stats(Device d, Pool p) { return pool_of(d, p).stats(); }
+void reset_peak_memory(Device d, Pool p) { pool_of(d, p).reset_peak(); }
+void empty_cache(Device d) {
+  backend(d).allocator(d.index).empty_cache();
+  if (CachingAllocator* offload = backend(d).offload_allocator(d.index)) offload->empty_cache();
+}
 
 }  // namespace kiln

@@ -33,6 +33,12 @@ class Backend {
   // info` and the run header ("" when there is no choice to report).
   virtual std::string describe_matmul(DType) const { return ""; }
   virtual CachingAllocator& allocator(int index) = 0;
+  // The device's offload pool: host memory that activation offload
+  // (compiler/remat.h) moves saved activations to between the forward and
+  // the backward, with statistics of its own. The CPU's is a second pool
+  // over the same memory, so the device pool's peak shows what offload
+  // saves. Null where the backend has none.
+  virtual CachingAllocator* offload_allocator(int) { return nullptr; }
   virtual DeviceQueue& queue(int index) = 0;
   // Copies between a device buffer and the host, in the order of the
   // device's queue (after the work enqueued before them). copy_to_host has
@@ -54,19 +60,23 @@ void register_backend(std::unique_ptr<Backend> backend);
 Backend* find_backend(DeviceKind kind);
 Backend& backend(Device d);  // throws when the kind is not built or the device does not exist
 
-// A device buffer from the device's caching allocator.
+// Which of a device's pools a buffer comes from.
+enum class Pool { device, offload };
+
+// A device buffer from one of the device's caching allocators.
 struct Storage {
   Device device;
   void* data = nullptr;
   size_t nbytes = 0;
-  Storage(Device d, size_t bytes);
+  Pool pool = Pool::device;
+  Storage(Device d, size_t bytes, Pool p = Pool::device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 };
 
-MemoryStats memory_stats(Device d = kCPU);
-void reset_peak_memory(Device d = kCPU);
-void empty_cache(Device d = kCPU);
+MemoryStats memory_stats(Device d = kCPU, Pool p = Pool::device);
+void reset_peak_memory(Device d = kCPU, Pool p = Pool::device);
+void empty_cache(Device d = kCPU);  // both pools
 
 }  // namespace kiln

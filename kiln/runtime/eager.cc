@@ -18,13 +18,14 @@ TensorRef ref_of(const Tensor& t) {
           impl.dtype, impl.shape, impl.strides};
 }
 
-Tensor new_tensor(const ir::TypeInfo& type, Device device) {
+Tensor new_tensor(const ir::TypeInfo& type, Device device, Pool pool) {
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = type.dtype;
   impl->shape = type.shape;
   impl->device = device;
   impl->strides = contiguous_strides(type.shape);
-  impl->storage = std::make_shared<Storage>(device, size_t(type.shape.numel()) * itemsize(type.dtype));
+  impl->storage =
+      std::make_shared<Storage>(device, size_t(type.shape.numel()) * itemsize(type.dtype), pool);
   return Tensor(std::move(impl));
 }
 
@@ -88,7 +89,8 @@ class EagerContext final : public Context {
       for (Tensor& a : args)
         if (!a.is_contiguous()) a = a.contiguous();
     std::vector<Tensor> outs;
-    for (const ir::TypeInfo& t : out_types) outs.push_back(new_tensor(t, device));
+    const Pool pool = op.offloaded_output ? Pool::offload : Pool::device;
+    for (const ir::TypeInfo& t : out_types) outs.push_back(new_tensor(t, device, pool));
 
     std::string label = describe(op);
     auto task = [kernel, &op, attrs, device, ins = refs(args), out_refs = refs(outs),

@@ -13,7 +13,7 @@ namespace {
 
 // Where a value lives while the program runs.
 struct Slot {
-  enum Kind { input, arena, output } kind;
+  enum Kind { input, arena, offload_arena, output } kind;
   int64_t where;  // input index, arena offset in bytes, or output index
 };
 
@@ -23,6 +23,20 @@ struct Step {
   ir::Attrs attrs;
   std::vector<ir::ValueId> in, out;
   std::string text;  // the node, for error messages
+};
+
+// One run's intermediates: the device arena, and the offload arena where
+// the program offloads activations.
+struct Arenas {
+  std::shared_ptr<Storage> device, offload;
+  Arenas(Device d, const ExecutableStats& stats)
+      : device(std::make_shared<Storage>(d, size_t(std::max<int64_t>(stats.arena_bytes, 1)))) {
+    if (stats.offload_bytes > 0)
+      offload = std::make_shared<Storage>(d, size_t(stats.offload_bytes), Pool::offload);
+  }
+  char* at(const Slot& s) const {
+    return static_cast<char*>(s.kind == Slot::offload_arena ? offload->data : device->data) + s.where;
+  }
 };
 
 }  // namespace
@@ -85,8 +99,12 @@ Executable::Executable(ir::Graph g, Device device,
     if (impl_->donated_input[o] < 0)
       stats_.output_bytes += graph_.type(v).shape.numel() * int64_t(itemsize(graph_.type(v).dtype));
   }
-  for (size_t v = 0; v < values.size(); ++v)
-    if (impl_->slots[v].kind == Slot::arena) impl_->slots[v].where = plan.offset_of(ir::ValueId(v));
+  for (size_t v = 0; v < values.size(); ++v) {
+    Slot& s = impl_->slots[v];
+    if (s.kind != Slot::arena) continue;
+    s.where = plan.offset_of(ir::ValueId(v));
+    if (plan.offloaded[v]) s.kind = Slot::offload_arena;
+  }
 
   for (const ir::Node& n : graph_.nodes()) {
     const Kernel* k = find_kernel(device.kind, n.op->name);
@@ -104,6 +122,7 @@ Executable::Executable(ir::Graph g, Device device,
   }
   stats_.launches = impl_->steps.size();
   stats_.arena_bytes = plan.peak_bytes;
+  stats_.offload_bytes = plan.offload_peak_bytes;
   stats_.naive_bytes = plan.naive_bytes;
   stats_.donated = plan.donated;
 }
@@ -142,21 +161,24 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
       auto impl = std::make_shared<TensorImpl>(in.impl());
       outs[o] = Tensor(std::move(impl));
     } else {
+      const int def = graph_.values()[v].node;
+      const bool offloaded = def >= 0 && graph_.nodes()[size_t(def)].op->offloaded_output;
       auto impl = std::make_shared<TensorImpl>();
       impl->dtype = graph_.type(v).dtype;
       impl->shape = graph_.type(v).shape;
       impl->device = device_;
       impl->strides = contiguous_strides(impl->shape);
       impl->storage = std::make_shared<Storage>(
-          device_, size_t(impl->shape.numel()) * itemsize(impl->dtype));
+          device_, size_t(impl->shape.numel()) * itemsize(impl->dtype),
+          offloaded ? Pool::offload : Pool::device);
       outs[o] = Tensor(std::move(impl));
     }
   }
-  auto arena = std::make_shared<Storage>(device_, size_t(std::max<int64_t>(stats_.arena_bytes, 1)));
+  Arenas arenas(device_, stats_);
 
   // Every value's buffer, resolved once per run.
   std::vector<TensorRef> refs(graph_.values().size());
-  std::vector<std::shared_ptr<Storage>> keep{arena};
+  std::vector<std::shared_ptr<Storage>> keep{arenas.device, arenas.offload};
   auto data_of = [](const Tensor& t) {
     const TensorImpl& i = t.impl();
     return static_cast<char*>(i.storage->data) + i.offset * int64_t(itemsize(i.dtype));
@@ -166,7 +188,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
     const Slot& s = impl_->slots[v];
     char* data = s.kind == Slot::input    ? data_of(args[s.where])
                  : s.kind == Slot::output ? data_of(outs[s.where])
-                                          : static_cast<char*>(arena->data) + s.where;
+                                          : arenas.at(s);
     refs[v] = {data, t.dtype, t.shape, contiguous_strides(t.shape)};
   }
   for (const Tensor& t : args) keep.push_back(t.impl().storage);
@@ -187,14 +209,14 @@ void Executable::run_inline(std::span<const TensorRef> inputs,
              "compiled program takes ", graph_.inputs().size(), " inputs and ",
              graph_.outputs().size(), " outputs, got ", inputs.size(), " and ", outputs.size());
   KILN_CHECK(stats_.donated.empty(), "run_inline: a program with donated inputs");
-  Storage arena(device_, size_t(std::max<int64_t>(stats_.arena_bytes, 1)));
+  Arenas arenas(device_, stats_);
   std::vector<TensorRef> refs(graph_.values().size());
   for (size_t v = 0; v < refs.size(); ++v) {
     const ir::TypeInfo& t = graph_.type(ir::ValueId(v));
     const Slot& s = impl_->slots[v];
     void* data = s.kind == Slot::input    ? inputs[size_t(s.where)].data
                  : s.kind == Slot::output ? outputs[size_t(s.where)].data
-                                          : static_cast<char*>(arena.data) + s.where;
+                                          : arenas.at(s);
     refs[v] = {data, t.dtype, t.shape, contiguous_strides(t.shape)};
   }
   launch_all(*impl_, refs, device_, name_);

@@ -18,6 +18,7 @@ namespace kiln {
 struct ExecutableStats {
   size_t launches = 0;         // kernel launches per run
   int64_t arena_bytes = 0;     // intermediates' arena (the memory plan's peak)
+  int64_t offload_bytes = 0;   // offloaded intermediates' arena, in the offload pool
   int64_t naive_bytes = 0;     // what the intermediates would take without reuse
   int64_t output_bytes = 0;    // outputs not written into donated inputs
   std::vector<std::pair<int, int>> donated;  // (input, output) pairs that alias

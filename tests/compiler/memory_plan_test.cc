@@ -16,7 +16,8 @@ std::string chain(int n) {
 }
 
 // Checks the plan's invariants against liveness computed here: offsets are
-// aligned, inside the arena, and values alive at the same node are disjoint.
+// aligned, inside their arena, and values of one arena alive at the same
+// node are disjoint.
 void check_plan(const ir::Graph& g, const MemoryPlan& plan) {
   const auto& nodes = g.nodes();
   int n = int(nodes.size());
@@ -31,12 +32,14 @@ void check_plan(const ir::Graph& g, const MemoryPlan& plan) {
     if (!plan.in_arena(ir::ValueId(v))) continue;
     EXPECT_GE(def[v], 0) << "graph input %" << v << " is in the arena";
     EXPECT_EQ(plan.offsets[v] % MemoryPlan::kAlignment, 0) << "%" << v;
-    EXPECT_LE(plan.offsets[v] + plan.bytes[v], plan.peak_bytes) << "%" << v;
+    EXPECT_LE(plan.offsets[v] + plan.bytes[v],
+              plan.offloaded[v] ? plan.offload_peak_bytes : plan.peak_bytes) << "%" << v;
     arena.push_back(ir::ValueId(v));
   }
   for (ir::ValueId a : arena)
     for (ir::ValueId b : arena) {
       if (a >= b || plan.bytes[a] == 0 || plan.bytes[b] == 0) continue;
+      if (plan.offloaded[a] != plan.offloaded[b]) continue;
       bool live_together = def[a] <= last[b] && def[b] <= last[a];
       bool overlap = plan.offsets[a] < plan.offsets[b] + plan.bytes[b] &&
                      plan.offsets[b] < plan.offsets[a] + plan.bytes[a];
@@ -52,6 +55,30 @@ TEST(MemoryPlan, AChainReusesTwoBuffers) {
   EXPECT_EQ(plan.peak_bytes, 2 * 4096);
   EXPECT_FALSE(plan.in_arena(0));
   EXPECT_TRUE(plan.donated.empty());
+}
+
+// An offloaded value lives in the offload arena from its offload to its
+// reload; the device arena holds neither it nor the space it would take.
+TEST(MemoryPlan, OffloadedValuesHaveAnArenaOfTheirOwn) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[1024]) {
+      %1: f32[1024] = exp(%0)
+      %2: f32[1024] = offload(%1)
+      %3: f32[1024] = neg(%0)
+      %4: f32[1024] = exp(%3)
+      %5: f32[1024] = reload(%2)
+      %6: f32[1024] = add(%4, %5)
+      return %6
+    }
+  )");
+  MemoryPlan plan = plan_memory(g, {});
+  check_plan(g, plan);
+  EXPECT_TRUE(plan.offloaded[2]);
+  for (ir::ValueId v : {1, 3, 4, 5, 6}) EXPECT_FALSE(plan.offloaded[v]) << "%" << v;
+  EXPECT_EQ(plan.offload_peak_bytes, 4096);
+  // %1 dies at its offload, so %3 and %4 reuse its space: two buffers at a time.
+  EXPECT_EQ(plan.peak_bytes, 3 * 4096);
+  EXPECT_EQ(plan.naive_bytes, 5 * 4096);
 }
 
 TEST(MemoryPlan, OffsetsAreAligned) {

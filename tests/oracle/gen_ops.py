@@ -753,6 +753,8 @@ EXCLUDED = {
     "silu_mul_backward": "tested through the forward op's gradient",
     "scan": "control flow: tests/autograd/scan_test checks it against the unrolled loop",
     "optimization_barrier": "the identity: tests/compiler/remat_test checks it and its gradient",
+    "offload": "the identity into host memory: tests/compiler/remat_test checks it, its gradient and its pool",
+    "reload": "the identity back to the device: tests/compiler/remat_test checks it and its gradient",
     "fused": "made by the compiler, not users: tests/compiler checks it against the ops it fuses",
 }
 

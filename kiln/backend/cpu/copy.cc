@@ -1,5 +1,6 @@
 // Data-movement kernels: copy, cast, view ops run as copies, slice_scatter,
-// and the creation ops full and arange.
+// offload and reload (copies between the CPU's two pools), and the creation
+// ops full and arange.
 #include <cmath>
 
 #include "kiln/backend/cpu/isa.h"
@@ -85,6 +86,8 @@ const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "squeeze", {view_kernel, true}},
     {DeviceKind::cpu, "unsqueeze", {view_kernel, true}},
     {DeviceKind::cpu, "optimization_barrier", {view_kernel, true}},
+    {DeviceKind::cpu, "offload", {copy_kernel, true}},
+    {DeviceKind::cpu, "reload", {copy_kernel, true}},
     {DeviceKind::cpu, "slice_scatter", {slice_scatter_kernel, true}},
     {DeviceKind::cpu, "full", {full_kernel, false}},
     {DeviceKind::cpu, "arange", {arange_kernel, false}},

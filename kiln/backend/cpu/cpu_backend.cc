@@ -29,7 +29,7 @@ class HostMemory final : public RawMemory {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : allocator_(memory_) {}
+  CpuBackend() : allocator_(memory_), offload_allocator_(memory_) {}
   DeviceKind kind() const override { return DeviceKind::cpu; }
   int device_count() const override { return 1; }
   std::string describe(int) const override {
@@ -44,6 +44,8 @@ class CpuBackend final : public Backend {
   }
   std::string describe_matmul(DType dtype) const override { return matmul_path_text(dtype); }
   CachingAllocator& allocator(int) override { return allocator_; }
+  // The same memory, counted apart: what offload moves out of allocator_.
+  CachingAllocator* offload_allocator(int) override { return &offload_allocator_; }
   DeviceQueue& queue(int) override { return queue_; }
   void copy_to_host(void* host, const void* device, size_t bytes, int) override {
     std::memcpy(host, device, bytes);
@@ -90,6 +92,7 @@ class CpuBackend final : public Backend {
  private:
   HostMemory memory_;
   CachingAllocator allocator_;
+  CachingAllocator offload_allocator_;
   DeviceQueue queue_{"cpu"};
 };
 

@@ -1,5 +1,6 @@
 // The CUDA backend: each GPU is a kiln device with its own caching allocator
-// over cudaMalloc (device_memory.h), one in-order queue whose thread issues
+// over cudaMalloc (device_memory.h), an offload pool of pinned host memory
+// (pinned_memory.h), one in-order queue whose thread issues
 // the device's work onto one CUDA stream and never waits for it, and
 // host copies through pinned staging buffers (staging.h). A device's state
 // is made on its first use, so a process that never touches a GPU starts
@@ -17,6 +18,7 @@
 #include "kiln/backend/cuda/devices.h"
 #include "kiln/backend/cuda/kernels/index_fault.h"
 #include "kiln/backend/cuda/non_finite.h"
+#include "kiln/backend/cuda/pinned_memory.h"
 #include "kiln/backend/cuda/staging.h"
 #include "kiln/backend/cuda/stream.h"
 #include "kiln/backend/cuda/strided_copy.h"
@@ -28,9 +30,16 @@ namespace {
 
 struct DeviceState {
   DeviceState(int index, cudaStream_t s)
-      : memory(index), allocator(memory), queue(cat("cuda:", index)), staging(index, s, queue) {}
+      : memory(index),
+        allocator(memory),
+        pinned(index),
+        offload_allocator(pinned),
+        queue(cat("cuda:", index)),
+        staging(index, s, queue) {}
   DeviceMemory memory;
   CachingAllocator allocator;
+  PinnedMemory pinned;
+  CachingAllocator offload_allocator;
   DeviceQueue queue;
   Staging staging;
 };
@@ -46,6 +55,7 @@ class CudaBackend final : public Backend {
     return cat(gemm_library(), " on sm_", compute_capability(index));
   }
   CachingAllocator& allocator(int index) override { return state(index).allocator; }
+  CachingAllocator* offload_allocator(int index) override { return &state(index).offload_allocator; }
   DeviceQueue& queue(int index) override { return state(index).queue; }
   void copy_to_host(void* host, const void* device, size_t bytes, int index) override {
     if (bytes) state(index).staging.download(host, device, bytes);

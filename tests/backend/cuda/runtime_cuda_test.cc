@@ -1,6 +1,7 @@
 // The GPU as a kiln device (label cuda; "skipped" without a GPU): host
 // round trips of every dtype, strided copies, the caching allocator's
-// statistics, reuse and empty_cache, the out-of-memory error, and errors
+// statistics, reuse and empty_cache, the pinned offload pool (offload and
+// reload, strided too, against the CPU), the out-of-memory error, and errors
 // of the device surfacing at synchronisation (strict) or at the op (debug).
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include "kiln/base/error.h"
 #include "kiln/ops/declare.h"
 #include "kiln/ops/matmul.h"
+#include "kiln/ops/offload.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/eager.h"
 #include "kiln/runtime/tensor.h"
@@ -132,6 +134,23 @@ TEST(CudaRuntime, AllocatorStatisticsAndReuse) {
   EXPECT_EQ(memory_stats(kCuda0).reserved, memory_stats(kCuda0).allocated);
   reset_peak_memory(kCuda0);
   EXPECT_EQ(memory_stats(kCuda0).peak_allocated, memory_stats(kCuda0).allocated);
+}
+
+TEST(CudaRuntime, OffloadPoolHoldsActivationsInPinnedHostMemory) {
+  Tensor h = test::random_tensor({64, 96}, DType::bf16, 12);
+  Tensor d = h.to(kCuda0);
+  synchronize(kCuda0);
+  const MemoryStats before = memory_stats(kCuda0, Pool::offload);
+  Tensor out = offload(d);
+  Tensor out_t = offload(d.transpose(0, 1));  // a strided input: the copy kernel
+  synchronize(kCuda0);
+  EXPECT_GE(memory_stats(kCuda0, Pool::offload).allocated, before.allocated + 2 * 64 * 96 * 2);
+  EXPECT_EQ(out.device(), kCuda0);
+  EXPECT_EQ(reload(out).to_vector<float>(), h.to_vector<float>());
+  EXPECT_EQ(reload(out_t).to_vector<float>(), h.transpose(0, 1).contiguous().to_vector<float>());
+  out = Tensor(), out_t = Tensor();
+  synchronize(kCuda0);
+  EXPECT_EQ(memory_stats(kCuda0, Pool::offload).allocated, before.allocated);
 }
 
 TEST(CudaRuntime, OutOfMemoryNamesTheRequestAndWhatToTry) {

@@ -1,5 +1,10 @@
 // Data-movement kernels: copy, the view ops run as copies (inside graphs),
-// and slice_scatter; all strided copies (kiln::cuda::strided_copy).
+// slice_scatter, all strided copies (kiln::cuda::strided_copy), and
+// offload and reload between device memory and the pinned offload pool.
+#include <cuda_runtime.h>
+
+#include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/stream.h"
 #include "kiln/backend/cuda/strided_copy.h"
 #include "kiln/ir/op.h"
 
@@ -32,7 +37,21 @@ void slice_scatter_kernel(const KernelArgs& a) {
   strided_copy(viewed(out, region), a.in[1]);
 }
 
+// offload and reload: dense buffers move as one asynchronous copy on the
+// device's stream (the pinned side lets it overlap the kernels around it
+// on the copy engine); a strided input is gathered by the copy kernel,
+// which reads mapped host memory in place.
+void transfer_kernel(const KernelArgs& a) {
+  const TensorRef &in = a.in[0], &out = a.out[0];
+  if (!in.contiguous()) return strided_copy(out, in);
+  const size_t bytes = size_t(in.numel()) * itemsize(in.dtype);
+  if (bytes)
+    KILN_CUDA_CHECK(cudaMemcpyAsync(out.data, in.data, bytes, cudaMemcpyDefault, current_stream()));
+}
+
 const KernelRegistrar registrations[] = {
+    {DeviceKind::cuda, "offload", {transfer_kernel, true}},
+    {DeviceKind::cuda, "reload", {transfer_kernel, true}},
     {DeviceKind::cuda, "copy", {copy_kernel, true}},
     {DeviceKind::cuda, "reshape", {view_kernel, true}},
     {DeviceKind::cuda, "permute", {view_kernel, true}},

@@ -1,0 +1,25 @@
+// Activation offload (activation_checkpoint.mode = offload): every value a
+// backward region reads from a forward region (what the policy `none`
+// keeps) is copied into the device's offload pool after its last forward
+// use and copied back before the backward needs it, so between the two it
+// holds host memory instead of device memory. The graph gains an `offload`
+// node (kiln/ops/offload.h) at the end of the region run of the value's
+// last forward use, tagged with that region, and a `reload` node at the
+// start of the backward region run before the one that first reads it:
+// one block early, so the copy back overlaps the previous block's backward
+// where a backend runs copies apart (CUDA), at the cost of holding two
+// blocks' activations on the device at a time. The values themselves are
+// unchanged, so losses and gradients are bit-identical to `none`.
+#pragma once
+#include <cstdint>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::compiler {
+
+ir::Graph offload_activations(const ir::Graph& g);
+
+// The bytes the graph's offload nodes move to the offload pool.
+int64_t offloaded_activation_bytes(const ir::Graph& g);
+
+}  // namespace kiln::compiler
