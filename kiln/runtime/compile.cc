@@ -6,7 +6,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/recording.h"
-#include "kiln/runtime/skinny_program.h"
+#include "kiln/runtime/segmented_program.h"
 #include "kiln/runtime/spmd.h"
 
 namespace kiln {
@@ -53,8 +53,8 @@ std::string describe_change(const ir::Graph& before, const ir::Graph& after) {
 struct CompiledFunction::Entry {
   std::shared_ptr<Recording> rec;  // the traced graph and its captured constants
   size_t num_args = 0;
-  std::shared_ptr<const Executable> exe;  // one program, or
-  std::optional<SkinnyProgram> skinny;    // the graph split at its collectives
+  std::shared_ptr<const Executable> exe;     // one program, or
+  std::optional<SegmentedProgram> segments;  // the graph split into several
 };
 
 CompiledFunction::CompiledFunction(TensorFn fn, CompileOptions options)
@@ -92,16 +92,16 @@ std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<ir::TypeI
 
 const Executable& CompiledFunction::last_executable() const {
   KILN_CHECK(last_, options_.name, ": not called yet, so nothing is compiled");
-  KILN_CHECK(last_->exe, options_.name, ": its collectives run as skinny collectives, in ",
-             last_->skinny->programs().size(), " programs (last_programs() lists them); "
-             "compile it SPMD-safe (CompileOptions::spmd_safe) for one program");
+  KILN_CHECK(last_->exe, options_.name, ": it runs as ", last_->segments->programs().size(),
+             " programs (skinny collectives or graph split; last_programs() lists them); "
+             "compile it SPMD-safe (CompileOptions::spmd_safe) and without graph_split for one");
   return *last_->exe;
 }
 
 std::vector<const Executable*> CompiledFunction::last_programs() const {
   KILN_CHECK(last_, options_.name, ": not called yet, so nothing is compiled");
   if (last_->exe) return {last_->exe.get()};
-  return last_->skinny->programs();
+  return last_->segments->programs();
 }
 
 CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& args,
@@ -129,10 +129,15 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
     }
   }
   Device device = args.empty() ? kCPU : args[0].device();
-  if (safe_call() || !has_collective(e->rec->graph))
-    e->exe = get_executable(e->rec->graph, device, po);
-  else
-    e->skinny.emplace(e->rec->graph, device, po);
+  const ir::Graph& g = e->rec->graph;
+  const bool skinny = !safe_call() && has_collective(g);
+  if (!skinny && !options_.graph_split) {
+    e->exe = get_executable(g, device, po);
+  } else {
+    NodeRanges ranges = skinny ? split_at_collectives(g) : NodeRanges{{0, g.nodes().size()}};
+    if (options_.graph_split) ranges = cut_both(ranges, split_at_layer_groups(g, *options_.graph_split));
+    e->segments.emplace(g, ranges, device, po);
+  }
 
   if (report_recompiles() && last_)
     std::cerr << "kiln: recompiling " << options_.name << " (signature " << entries_.size() + 1
@@ -152,7 +157,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   last_ = entries_.at(sig);
   std::vector<Tensor> inputs = e.rec->captured;
   for (size_t i = 0; i < e.num_args; ++i) inputs[i] = args[i];
-  return e.exe ? e.exe->run(inputs) : e.skinny->run(inputs);
+  return e.exe ? e.exe->run(inputs) : e.segments->run(inputs);
 }
 
 }  // namespace kiln

@@ -10,12 +10,14 @@
 //
 // Collectives: unless the call is SPMD-safe (CompileOptions::spmd_safe, or
 // an SpmdSafeGuard alive at the call), a graph with collectives runs as
-// skinny collectives (spmd.h, skinny_program.h): the segments between them
-// and each collective are separate programs. SPMD-safe: one program.
+// skinny collectives (spmd.h, segmented_program.h): the segments between
+// them and each collective are separate programs. SPMD-safe: one program.
+// CompileOptions::graph_split splits it further, at the model's layers.
 #pragma once
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,10 @@ struct CompileOptions {
   compiler::PassOptions passes = default_pass_options();
   // Collectives stay inside the one program even outside an SpmdSafeGuard.
   bool spmd_safe = false;
+  // Graph split (segmented_program.h): the model's forward and backward run
+  // as separately compiled programs, a pair per group of this many layers
+  // (0: one pair for all layers). nullopt: no split.
+  std::optional<int64_t> graph_split;
 };
 
 class CompiledFunction {
@@ -43,10 +49,10 @@ class CompiledFunction {
 
   size_t num_signatures() const { return entries_.size(); }
   // The program compiled for the most recent signature (an error when it
-  // was split into skinny collectives: see last_programs).
+  // was split into segments: see last_programs).
   const Executable& last_executable() const;
-  // The programs the most recent signature runs, in order: one, or the
-  // segments and collectives of a skinny split.
+  // The programs the most recent signature runs, in order: one, or its
+  // segments (skinny collectives, graph split).
   std::vector<const Executable*> last_programs() const;
 
  private:

@@ -8,7 +8,7 @@
 //                       then runs alone (defer.h);
 //   compile(fn)         the traced graph is split at its collectives: the
 //                       segments between them and each collective run as
-//                       programs of their own, in order (skinny_program.h);
+//                       programs of their own, in order (segmented_program.h);
 //   per-block compile   a region's program never takes in a collective; it
 //                       runs through the current context (graph_runner.h).
 // Code known to be SPMD (no branch on the rank, the same shapes everywhere)

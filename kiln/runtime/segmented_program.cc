@@ -1,16 +1,18 @@
-#include "kiln/runtime/skinny_program.h"
+#include "kiln/runtime/segmented_program.h"
 
 #include <algorithm>
+#include <set>
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/executable.h"
+#include "kiln/ir/region.h"
 #include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/spmd.h"
 
 namespace kiln {
 
-std::vector<std::pair<size_t, size_t>> split_at_collectives(const ir::Graph& g) {
-  std::vector<std::pair<size_t, size_t>> ranges;
+NodeRanges split_at_collectives(const ir::Graph& g) {
+  NodeRanges ranges;
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size();) {
     size_t end = i + 1;
@@ -22,10 +24,43 @@ std::vector<std::pair<size_t, size_t>> split_at_collectives(const ir::Graph& g) 
   return ranges;
 }
 
-SkinnyProgram::SkinnyProgram(const ir::Graph& g, Device device, const ProgramOptions& options)
+NodeRanges split_at_layer_groups(const ir::Graph& g, int64_t layers_per_group) {
+  KILN_CHECK(layers_per_group >= 0, "graph split: ", layers_per_group,
+             " layers per group; need 0 (all layers in one group) or more");
+  // A node's segment key: -1 outside any layer, else 2 x group (+1 backward).
+  auto key = [&](const ir::Node& n) -> int64_t {
+    if (n.region < 0) return -1;
+    const std::string& name = g.region_name(n.region);
+    const int64_t layer = ir::region_index(name);
+    const int64_t group = layers_per_group > 0 && layer >= 0 ? layer / layers_per_group : 0;
+    return 2 * group + (ir::is_backward_region(name) ? 1 : 0);
+  };
+  NodeRanges ranges;
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size();) {
+    size_t end = i + 1;
+    while (end < nodes.size() && key(nodes[end]) == key(nodes[i])) ++end;
+    ranges.push_back({i, end});
+    i = end;
+  }
+  return ranges;
+}
+
+NodeRanges cut_both(const NodeRanges& a, const NodeRanges& b) {
+  std::set<size_t> cuts;
+  for (const NodeRanges* r : {&a, &b})
+    for (auto [begin, end] : *r) cuts.insert(begin), cuts.insert(end);
+  NodeRanges out;
+  for (auto it = cuts.begin(); it != cuts.end() && std::next(it) != cuts.end(); ++it)
+    out.push_back({*it, *std::next(it)});
+  return out;
+}
+
+SegmentedProgram::SegmentedProgram(const ir::Graph& g, const NodeRanges& segments, Device device,
+                                   const ProgramOptions& options)
     : inputs_(g.inputs()), outputs_(g.outputs()), num_values_(g.values().size()) {
   std::vector<RegionSegment> segs;
-  for (auto [begin, end] : split_at_collectives(g)) segs.push_back(extract_segment(g, begin, end));
+  for (auto [begin, end] : segments) segs.push_back(extract_segment(g, begin, end));
   // The last segment reading each value; results are read after all of them.
   std::vector<int> last_reader(num_values_, -1);
   for (size_t s = 0; s < segs.size(); ++s)
@@ -59,7 +94,7 @@ SkinnyProgram::SkinnyProgram(const ir::Graph& g, Device device, const ProgramOpt
   }
 }
 
-std::vector<Tensor> SkinnyProgram::run(std::span<const Tensor> inputs) const {
+std::vector<Tensor> SegmentedProgram::run(std::span<const Tensor> inputs) const {
   KILN_CHECK(inputs.size() == inputs_.size(), "compiled program takes ", inputs_.size(),
              " inputs, got ", inputs.size());
   std::vector<Tensor> env(num_values_);
@@ -79,7 +114,7 @@ std::vector<Tensor> SkinnyProgram::run(std::span<const Tensor> inputs) const {
   return result;
 }
 
-std::vector<const Executable*> SkinnyProgram::programs() const {
+std::vector<const Executable*> SegmentedProgram::programs() const {
   std::vector<const Executable*> p;
   for (const Segment& s : segments_) p.push_back(s.exe.get());
   return p;
