@@ -52,7 +52,7 @@ nlohmann::ordered_json to_json(const train::DryRun& d) {
   j["memory_per_rank"] = {{"params", m.params},       {"optimizer_state", m.optimizer_state},
                           {"batch", m.batch},         {"computed", m.computed},
                           {"gradients", m.gradients}, {"activations", nullptr},
-                          {"total", m.total()}};
+                          {"offloaded", m.offloaded}, {"total", m.total()}};
   if (m.activations) j["memory_per_rank"]["activations"] = *m.activations;
   for (const train::ParamPlan& p : d.params)
     j["parameters"].push_back({{"name", p.name}, {"full", p.full.vec()}, {"local", p.local.vec()}});
@@ -110,6 +110,8 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
           : "kept for the backward: inside compile.scan_layers' scan",
       m.activations);
   row("expected peak", "parameters + optimizer state + batch + step", m.total());
+  if (m.offloaded > 0)
+    row("offloaded activations", "in host memory (the offload pool), not above", m.offloaded);
 }
 
 }  // namespace kiln::cli

@@ -113,6 +113,8 @@ std::vector<Field> fields(TrainConfig& c) {
 
       {"compile", "enable", &c.compile.enable},
       {"compile", "graph_trainer", &c.compile.graph_trainer},
+      {"compile", "graph_split", &c.compile.graph_split},
+      {"compile", "graph_split_layers", &c.compile.graph_split_layers},
       {"compile", "scan_layers", &c.compile.scan_layers},
       {"compile", "spmd_safe", &c.compile.spmd_safe},
       {"compile", "overlap_collectives", &c.compile.overlap_collectives},
@@ -135,7 +137,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"activation_checkpoint",
        "mode",
        &c.activation_checkpoint.mode,
-       {"none", "full", "selective"}},
+       {"none", "full", "selective", "offload"}},
 
       {"profiler", "enable_profiling", &c.profiler.enable_profiling},
       {"profiler", "save_traces_folder", &c.profiler.save_traces_folder},
@@ -531,6 +533,24 @@ void finalize(TrainConfig& c) {
                         (active >= 1 && active <= c.profiler.profile_freq),
                     "profiler.active_steps", "must be between 1 and profiler.profile_freq (",
                     c.profiler.profile_freq, "), got ", active);
+  const CompileSection& compile = c.compile;
+  KILN_CONFIG_CHECK(!compile.graph_split || compile.graph_trainer, "compile.graph_split",
+                    "splits the graph trainer's step, so it needs --compile.graph_trainer "
+                    "(per-block compile already runs each block as a program of its own)");
+  KILN_CONFIG_CHECK(!compile.graph_split || !compile.scan_layers, "compile.graph_split",
+                    "does not work with compile.scan_layers: the layers run inside one scan, "
+                    "so there is no forward and backward per layer to split; drop one of them");
+  KILN_CONFIG_CHECK(compile.graph_split_layers >= 0, "compile.graph_split_layers",
+                    "must be non-negative (0: all layers in one forward and one backward "
+                    "program), got ", compile.graph_split_layers);
+  KILN_CONFIG_CHECK(compile.graph_split_layers == 0 || compile.graph_split,
+                    "compile.graph_split_layers", "groups the layers of a graph split; set "
+                    "--compile.graph_split too");
+  KILN_CONFIG_CHECK(c.activation_checkpoint.mode != "offload" || !c.compile.scan_layers,
+                    "activation_checkpoint.mode",
+                    "offload does not work with compile.scan_layers yet: the scan keeps one "
+                    "block input per layer in one stacked buffer, which the offload pass does "
+                    "not move; drop compile.scan_layers or use mode none, selective or full");
   KILN_CONFIG_CHECK(c.runtime.num_threads >= 0, "runtime.num_threads",
                     "must be non-negative (0: all cores), got ", c.runtime.num_threads);
   const ParallelismSection& p = c.parallelism;

@@ -139,6 +139,11 @@ struct MetricsSection {
 struct CompileSection {
   bool enable = false;
   bool graph_trainer = false;  // recipes/default.toml turns it on
+  // The graph trainer's step as separately compiled forward and backward
+  // programs, a pair per group of graph_split_layers layers (0: one pair
+  // for all layers); kiln/runtime/segmented_program.h.
+  bool graph_split = false;
+  int64_t graph_split_layers = 0;
   bool scan_layers = false;
   bool spmd_safe = false;
   bool overlap_collectives = true;
@@ -174,7 +179,7 @@ struct CommSection {
 };
 
 struct ActivationCheckpointSection {
-  std::string mode = "none";  // none | full | selective
+  std::string mode = "none";  // none | full | selective | offload (compiler/remat.h)
 };
 
 // Every profile_freq steps, a trace of the last active_steps of them

@@ -110,6 +110,7 @@ std::string metrics_json(const StepMetrics& m) {
      << ", \"tps\": " << g17(m.tps) << ", \"tflops\": " << g17(m.tflops)
      << ", \"mfu\": " << (m.mfu ? g17(*m.mfu) : "null")
      << ", \"mem_peak_bytes\": " << m.mem_peak_bytes;
+  if (m.mem_offload_peak_bytes) os << ", \"mem_offload_peak_bytes\": " << *m.mem_offload_peak_bytes;
   if (m.val_loss) os << ", \"val_loss\": " << g17(*m.val_loss);
   if (m.val_ppl) os << ", \"val_ppl\": " << g17(*m.val_ppl);
   if (m.moe) {
@@ -135,6 +136,7 @@ std::string metrics_line(const StepMetrics& m) {
      << "  tps " << fixed(m.tps, 0) << "  tflops " << fixed(m.tflops, 3) << "  mfu "
      << (m.mfu ? fixed(100 * *m.mfu, 2) + "%" : "unknown") << "  mem "
      << bytes_text(m.mem_peak_bytes);
+  if (m.mem_offload_peak_bytes) os << " (+" << bytes_text(*m.mem_offload_peak_bytes) << " offloaded)";
   if (m.val_loss) os << "  val_loss " << shortest(float(*m.val_loss));
   if (m.val_ppl) os << "  val_ppl " << fixed(*m.val_ppl, 3);
   if (m.moe) {
@@ -189,6 +191,8 @@ void MetricsLogger::log(const StepMetrics& m) {
     tb_->add_scalar("tflops", m.tflops, m.step, now);
     if (m.mfu) tb_->add_scalar("mfu", *m.mfu, m.step, now);
     tb_->add_scalar("mem_peak_bytes", double(m.mem_peak_bytes), m.step, now);
+    if (m.mem_offload_peak_bytes)
+      tb_->add_scalar("mem_offload_peak_bytes", double(*m.mem_offload_peak_bytes), m.step, now);
     if (m.val_loss) tb_->add_scalar("val_loss", *m.val_loss, m.step, now);
     if (m.val_ppl) tb_->add_scalar("val_ppl", *m.val_ppl, m.step, now);
     if (m.moe) {

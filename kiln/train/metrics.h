@@ -34,6 +34,8 @@ struct StepMetrics {
   double tflops = 0;                        // achieved TFLOP/s (flops_per_token x tps / 1e12)
   std::optional<double> mfu;                // fraction of the device peak; unknown peak: nothing
   int64_t mem_peak_bytes = 0;               // allocator high-water mark over the window
+  // The offload pool's high-water mark (activation_checkpoint.mode offload).
+  std::optional<int64_t> mem_offload_peak_bytes;
   std::optional<double> val_loss, val_ppl;  // at validation steps
   std::optional<ExpertLoad> moe;            // MoE models
 };
@@ -84,8 +86,8 @@ class MetricsLogger {
 };
 
 // The JSONL line of `m` (without the newline): keys step, loss, grad_norm,
-// lr, tps, tflops, mfu (null when unknown), mem_peak_bytes, val_loss,
-// val_ppl when evaluated, and for MoE models moe_tokens_per_expert,
+// lr, tps, tflops, mfu (null when unknown), mem_peak_bytes,
+// mem_offload_peak_bytes under activation offload, val_loss, val_ppl when evaluated, and for MoE models moe_tokens_per_expert,
 // moe_max_load_ratio, moe_dropped; floating values printed with %.17g.
 std::string metrics_json(const StepMetrics& m);
 // The human-readable line of `m`.

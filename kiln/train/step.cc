@@ -51,6 +51,7 @@ TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
   CompileOptions co;
   co.name = "graph trainer step";
   co.passes.overlap_collectives = options_.overlap_collectives;
+  co.graph_split = options_.graph_split;
   // Masters, m and v: the program writes their updates into their buffers.
   co.donate.resize(3 * step_adamw().groups().group.size());
   std::iota(co.donate.begin(), co.donate.end(), 0);
@@ -215,7 +216,9 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
   if (options_.rung == Rung::graph_trainer)
     for (int i = 0; i < int(3 * step_adamw().groups().group.size()); ++i)
       donated.push_back({i, int(options_.microbatches) + 1 + i});
-  e.computed = compiler::plan_memory(g, donated).peak_bytes;
+  compiler::MemoryPlan plan = compiler::plan_memory(g, donated);
+  e.computed = plan.peak_bytes;
+  e.offloaded = plan.offload_peak_bytes;
   return e;
 }
 

@@ -45,6 +45,9 @@ struct StepOptions {
   // (layer_stacking.h), so the whole step's size does not grow with depth.
   bool scan_layers = false;
   bool overlap_collectives = true;  // the graph trainer's (compile.overlap_collectives)
+  // The graph trainer's step split at the layers (compile.graph_split):
+  // layers per forward and backward program, 0 for all; nullopt: one program.
+  std::optional<int64_t> graph_split;
   // Data parallelism over a mesh; null: one process.
   std::shared_ptr<const ParamDistribution> distribution;
 };
@@ -64,9 +67,12 @@ struct MemoryEstimate {
   int64_t computed = 0;
   // Two parts of `computed`, not necessarily live at the same time:
   int64_t gradients = 0;    // one per master, of its type; all live before clipping
-  // Kept for the backward, per microbatch (remat.h); nullopt under
-  // compile.scan_layers, whose blocks are a scan's body.
+  // Kept on the device for the backward, per microbatch (remat.h); nullopt
+  // under compile.scan_layers, whose blocks are a scan's body.
   std::optional<int64_t> activations;
+  // Held in the offload pool (host memory, not part of total()) at its
+  // peak: the activations activation_checkpoint.mode = offload moves out.
+  int64_t offloaded = 0;
   int64_t inputs() const { return params + optimizer_state + batch; }
   int64_t total() const { return inputs() + computed; }
 };

@@ -66,6 +66,12 @@ std::string execution_text(const TrainConfig& c) {
   const char* scan = c.compile.scan_layers ? ", the layers as one scan" : "";
   const std::string around = mode == "strict" ? "" : ", eager mode " + mode + " around it";
   const char* faster = "); the whole step as one program: --compile.graph_trainer";
+  if (c.compile.graph_trainer && c.compile.graph_split) {
+    const int64_t n = c.compile.graph_split_layers;
+    return cat("graph trainer, split (forward and backward as separate programs, ",
+               n > 0 ? cat("one pair per ", n, n == 1 ? " layer" : " layers") : "one pair for all layers",
+               around, "); one program: --compile.graph_split=false");
+  }
   if (c.compile.graph_trainer)
     return cat("graph trainer (the whole step as one program", scan, around,
                "); op-by-op eager: --compile.graph_trainer=false");
@@ -280,7 +286,9 @@ StepResult Run::train_step(double lr) {
     out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs())
          << " parameters, optimizer state and batch + " << bytes_text(e.computed)
          << " computed in the step; activation_checkpoint.mode = " << c_.activation_checkpoint.mode
-         << ")" << std::endl;
+         << ")";
+    if (e.offloaded > 0) out_ << ", and " << bytes_text(e.offloaded) << " of offloaded activations in host memory";
+    out_ << std::endl;
     memory_reported_ = true;
   }
   // KILN_SPMD_HANDSHAKE: the ranks agree on the step's graph before its
@@ -482,6 +490,10 @@ TrainResult Run::go() {
       if (peak) m.mfu = flops_per_tok * m.tps / peak->flops;
       m.mem_peak_bytes = memory_stats(kCPU).peak_allocated;
       reset_peak_memory(kCPU);
+      if (c_.activation_checkpoint.mode == "offload") {
+        m.mem_offload_peak_bytes = memory_stats(kCPU, Pool::offload).peak_allocated;
+        reset_peak_memory(kCPU, Pool::offload);
+      }
       window_seconds = 0, window_tokens = 0;
       metrics->log(m);
     }

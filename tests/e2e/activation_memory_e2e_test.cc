@@ -1,9 +1,10 @@
 // The activation-memory policy as a user sets it: full and selective
-// recomputation give the losses of keeping everything, bit for bit, and
-// full lowers the measured peak memory, in the graph trainer and in eager
-// mode (debug mode: ops run one at a time, so the peak is the program's
-// own, not how far the host ran ahead of the device queue). The expected
-// peak is printed before the first step.
+// recomputation and offload give the losses of keeping everything, bit for
+// bit, and full and offload lower the measured peak of device memory, in
+// the graph trainer and in eager mode (debug mode: ops run one at a time,
+// so the peak is the program's own, not how far the host ran ahead of the
+// device queue); offload also on the rungs between. The expected peak is
+// printed before the first step, with what offload keeps in host memory.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,7 +21,9 @@ namespace fs = std::filesystem;
 
 struct TrainedRun {
   std::vector<double> losses;
-  int64_t peak = 0;  // the largest mem_peak_bytes logged
+  int64_t peak = 0;          // the largest mem_peak_bytes logged
+  int64_t offload_peak = 0;  // the largest mem_offload_peak_bytes logged
+  std::string output;
 };
 
 class ActivationMemory : public ::testing::Test {
@@ -44,15 +47,20 @@ class ActivationMemory : public ::testing::Test {
     EXPECT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find("expected peak memory: "), std::string::npos) << r.output;
     TrainedRun out;
+    out.output = r.output;
     for (const auto& j : read_metrics(dump.string())) {
       out.losses.push_back(j["loss"].get<double>());
       out.peak = std::max(out.peak, j["mem_peak_bytes"].get<int64_t>());
+      if (j.contains("mem_offload_peak_bytes"))
+        out.offload_peak = std::max(out.offload_peak, j["mem_offload_peak_bytes"].get<int64_t>());
     }
     EXPECT_EQ(out.losses.size(), 3u) << r.output;
     return out;
   }
 
   static void expect_policy_works(const std::string& name, const std::string& rung);
+  static void expect_offload_works(const std::string& name, const std::string& rung,
+                                   const TrainedRun& none);
 
   static std::optional<TempDir> temp_;
   static fs::path root_;
@@ -71,11 +79,53 @@ void ActivationMemory::expect_policy_works(const std::string& name, const std::s
   EXPECT_LT(full.peak, none.peak) << rung;
   std::cout << rung << ": peak MiB none " << none.peak / 1048576.0 << ", selective "
             << selective.peak / 1048576.0 << ", full " << full.peak / 1048576.0 << "\n";
+  expect_offload_works(name, rung, none);
+}
+
+// Offload against none: the same losses, and a device peak lower by at
+// least 40% of what the offload pool held (four layers: the backward holds
+// about two layers' activations at a time, so half at best).
+void ActivationMemory::expect_offload_works(const std::string& name, const std::string& rung,
+                                            const TrainedRun& none) {
+  TrainedRun off = train(name + "_offload", rung + " --activation_checkpoint.mode offload");
+  EXPECT_EQ(none.losses, off.losses) << rung;
+  EXPECT_EQ(none.offload_peak, 0) << rung;
+  EXPECT_GT(off.offload_peak, 0) << rung;
+  EXPECT_GE(10 * (none.peak - off.peak), 4 * off.offload_peak) << rung;
+  EXPECT_NE(off.output.find("of offloaded activations in host memory"), std::string::npos)
+      << off.output;
+  std::cout << rung << ": device peak MiB none " << none.peak / 1048576.0 << ", offload "
+            << off.peak / 1048576.0 << " (+ " << off.offload_peak / 1048576.0
+            << " MiB in the offload pool)\n";
 }
 
 TEST_F(ActivationMemory, GraphTrainer) { expect_policy_works("graph", "--compile.graph_trainer"); }
 
 TEST_F(ActivationMemory, Eager) { expect_policy_works("eager", "--runtime.eager_mode debug"); }
+
+TEST_F(ActivationMemory, OffloadPerBlockCompile) {
+  const std::string rung = "--runtime.eager_mode debug --compile.enable --compile.graph_trainer=false";
+  expect_offload_works("per_block", rung, train("per_block_none", rung + " --activation_checkpoint.mode none"));
+}
+
+TEST_F(ActivationMemory, OffloadDeferAndFuse) {
+  const std::string rung = "--runtime.eager_mode defer_and_fuse --compile.graph_trainer=false";
+  TrainedRun none = train("deferred_none", rung + " --activation_checkpoint.mode none");
+  TrainedRun off = train("deferred_offload", rung + " --activation_checkpoint.mode offload");
+  EXPECT_EQ(none.losses, off.losses);
+  EXPECT_GT(off.offload_peak, 0);
+}
+
+TEST_F(ActivationMemory, OffloadUnderScanIsRefused) {
+  CliRun r = run_cli("train --config llama3_debug --training.steps 1 --compile.scan_layers"
+                     " --activation_checkpoint.mode offload --job.dump_folder " +
+                     (root_ / "scan_offload").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("activation_checkpoint.mode: offload does not work with compile.scan_layers"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(root_ / "scan_offload" / "metrics.jsonl"));
+}
 
 }  // namespace
 }  // namespace kiln::test

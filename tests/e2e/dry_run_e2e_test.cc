@@ -119,6 +119,16 @@ TEST(DryRun, ActivationCheckpointPolicies) {
   // residual stream; the first block's is the embedding's output, which is
   // made outside any block and not counted.
   EXPECT_EQ(full, (32 - 1) * int64_t(8192) * 4096 * 2);
+  // Offload keeps what none keeps, in host memory: none of it on the device.
+  nlohmann::json none_plan = plan("--config llama3_8b --activation_checkpoint.mode none");
+  nlohmann::json offload = plan("--config llama3_8b --activation_checkpoint.mode offload");
+  EXPECT_EQ(mem(offload, "activations"), 0);
+  EXPECT_EQ(mem(none_plan, "offloaded"), 0);
+  EXPECT_GE(mem(offload, "offloaded"), none);
+  EXPECT_LT(mem(offload, "computed"), mem(none_plan, "computed"));
+  EXPECT_NE(run_cli("train --dry-run --config llama3_8b --activation_checkpoint.mode offload")
+                .output.find("offloaded activations"),
+            std::string::npos);
   // Under scan_layers the blocks are a scan's body: not counted, and said so.
   nlohmann::json scan = plan("--config llama3_8b --compile.scan_layers");
   EXPECT_TRUE(scan["memory_per_rank"]["activations"].is_null());

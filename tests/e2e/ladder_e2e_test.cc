@@ -1,6 +1,8 @@
 // The execution ladder as a user runs it: the same recipe for 20 steps under
-// strict eager, defer_and_fuse, per-block compile and the graph trainer,
-// and with the layers as a scan (eager and in the graph trainer), gives
+// strict eager, defer_and_fuse, per-block compile and the graph trainer
+// (whole, and split into forward and backward programs, per layer too),
+// with the layers as a scan (eager and in the graph trainer), and with
+// activations offloaded, gives
 // bit-identical losses and gradient norms for every model family
 // (deterministic kernels; the rungs run the same step function, and the
 // compiler's passes keep bits). With the other registered implementations
@@ -93,6 +95,16 @@ const std::vector<Rung> kRungs = {
      "strict eager (op by op, the layers as one scan)"},
     {"scan_graph_trainer", "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer",
      "graph trainer (the whole step as one program, the layers as one scan)"},
+    {"graph_split", "--runtime.eager_mode strict --compile.graph_trainer --compile.graph_split",
+     "graph trainer, split (forward and backward as separate programs, one pair for all layers)"},
+    {"graph_split_layers",
+     "--runtime.eager_mode strict --compile.graph_trainer --compile.graph_split"
+     " --compile.graph_split_layers 1",
+     "graph trainer, split (forward and backward as separate programs, one pair per 1 layer)"},
+    // Not a rung, but it must keep the rungs' bits: activations in host memory.
+    {"graph_trainer_offload",
+     "--runtime.eager_mode strict --compile.graph_trainer --activation_checkpoint.mode offload",
+     "graph trainer (the whole step as one program)"},
 };
 
 // Rounds of --override flags that together switch on every registered
@@ -166,9 +178,10 @@ TEST(LadderAccumulation, GraphTrainerMatchesStrictWithMicrobatches) {
     EXPECT_NE(r.output.find("\nexecution: " + rung.execution), std::string::npos) << r.output;
     return read_losses(dump.string());
   };
-  std::vector<double> strict = run(kRungs[0]), graph = run(kRungs[3]);
+  std::vector<double> strict = run(kRungs[0]), graph = run(kRungs[3]), split = run(kRungs[7]);
   EXPECT_EQ(strict.size(), 6u);
   EXPECT_EQ(strict, graph);
+  EXPECT_EQ(strict, split);
   fs::remove_all(root);
 }
 

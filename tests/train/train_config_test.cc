@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kiln/base/error.h"
+#include "kiln/compiler/remat.h"
 #include "kiln/data/text_source.h"
 #include "kiln/optim/schedule.h"
 #include "kiln/train/config.h"
@@ -130,6 +131,35 @@ TEST(TrainConfig, ChoicesAreWhatTheParsersAccept) {
     apply_setting(c, "data.text_split", name);
     EXPECT_EQ(data::text_split_name(data::parse_text_split(c.data.text_split)), name);
   }
+  for (const char* name : {"none", "full", "selective", "offload"}) {
+    apply_setting(c, "activation_checkpoint.mode", name);
+    EXPECT_STREQ(compiler::remat_policy_name(compiler::parse_remat_policy(c.activation_checkpoint.mode)), name);
+  }
+}
+
+// Graph split and offload refuse what they cannot do, naming the keys.
+TEST(TrainConfig, GraphSplitAndOffloadCombinations) {
+  auto refusal = [](std::initializer_list<std::pair<const char*, const char*>> settings) {
+    TrainConfig c;
+    for (auto [key, value] : settings) apply_setting(c, key, value);
+    return error_of([&] { finalize(c); });
+  };
+  EXPECT_CONTAINS(refusal({{"compile.graph_split", "true"}}), "needs --compile.graph_trainer");
+  EXPECT_CONTAINS(refusal({{"compile.graph_trainer", "true"}, {"compile.graph_split", "true"},
+                           {"compile.scan_layers", "true"}}),
+                  "compile.graph_split: does not work with compile.scan_layers");
+  EXPECT_CONTAINS(refusal({{"compile.graph_trainer", "true"}, {"compile.graph_split_layers", "2"}}),
+                  "set --compile.graph_split too");
+  EXPECT_CONTAINS(refusal({{"compile.graph_trainer", "true"}, {"compile.graph_split", "true"},
+                           {"compile.graph_split_layers", "-1"}}),
+                  "compile.graph_split_layers: must be non-negative");
+  EXPECT_CONTAINS(refusal({{"activation_checkpoint.mode", "offload"}, {"compile.scan_layers", "true"}}),
+                  "offload does not work with compile.scan_layers");
+  TrainConfig ok;
+  for (auto [key, value] : {std::pair{"compile.graph_trainer", "true"}, {"compile.graph_split", "true"},
+                            {"compile.graph_split_layers", "4"}, {"activation_checkpoint.mode", "offload"}})
+    apply_setting(ok, key, value);
+  finalize(ok);
 }
 
 TEST(TrainConfig, TomlBadTypeAndSyntax) {
