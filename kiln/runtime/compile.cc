@@ -1,10 +1,15 @@
 #include "kiln/runtime/compile.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <optional>
 
 #include "kiln/base/error.h"
+#include "kiln/runtime/compile_pool.h"
+#include "kiln/runtime/context.h"
+#include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/recording.h"
 #include "kiln/runtime/segmented_program.h"
 #include "kiln/runtime/spmd.h"
@@ -50,11 +55,34 @@ std::string describe_change(const ir::Graph& before, const ir::Graph& after) {
 
 }  // namespace
 
+namespace {
+
+// What a signature runs once compiled.
+struct Built {
+  std::shared_ptr<const Executable> exe;     // one program, or
+  std::optional<SegmentedProgram> segments;  // the graph split into several
+
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const {
+    return exe ? exe->run(inputs) : segments->run(inputs);
+  }
+};
+
+}  // namespace
+
 struct CompiledFunction::Entry {
   std::shared_ptr<Recording> rec;  // the traced graph and its captured constants
   size_t num_args = 0;
-  std::shared_ptr<const Executable> exe;     // one program, or
-  std::optional<SegmentedProgram> segments;  // the graph split into several
+  std::shared_ptr<const Built> built;                   // ready, or
+  std::shared_future<std::shared_ptr<const Built>> pending;  // building on the compile pool
+
+  // The built programs, waiting for a pending build when `wait`; null when
+  // it is still running. A failed build rethrows its error.
+  const Built* ready(bool wait) {
+    if (!built && pending.valid() &&
+        (wait || pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
+      built = pending.get();
+    return built.get();
+  }
 };
 
 CompiledFunction::CompiledFunction(TensorFn fn, CompileOptions options)
@@ -92,16 +120,18 @@ std::shared_ptr<Recording> trace(const TensorFn& fn, const std::vector<ir::TypeI
 
 const Executable& CompiledFunction::last_executable() const {
   KILN_CHECK(last_, options_.name, ": not called yet, so nothing is compiled");
-  KILN_CHECK(last_->exe, options_.name, ": it runs as ", last_->segments->programs().size(),
+  const Built& b = *last_->ready(/*wait=*/true);
+  KILN_CHECK(b.exe, options_.name, ": it runs as ", b.segments->programs().size(),
              " programs (skinny collectives or graph split; last_programs() lists them); "
              "compile it SPMD-safe (CompileOptions::spmd_safe) and without graph_split for one");
-  return *last_->exe;
+  return *b.exe;
 }
 
 std::vector<const Executable*> CompiledFunction::last_programs() const {
   KILN_CHECK(last_, options_.name, ": not called yet, so nothing is compiled");
-  if (last_->exe) return {last_->exe.get()};
-  return last_->segments->programs();
+  const Built& b = *last_->ready(/*wait=*/true);
+  if (b.exe) return {b.exe.get()};
+  return b.segments->programs();
 }
 
 CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& args,
@@ -130,13 +160,31 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
   }
   Device device = args.empty() ? kCPU : args[0].device();
   const ir::Graph& g = e->rec->graph;
-  const bool skinny = !safe_call() && has_collective(g);
-  if (!skinny && !options_.graph_split) {
-    e->exe = get_executable(g, device, po);
+  std::optional<NodeRanges> ranges;  // nullopt: one program
+  if (!safe_call() && has_collective(g)) ranges = split_at_collectives(g);
+  if (options_.graph_split)
+    ranges = cut_both(ranges.value_or(NodeRanges{{0, g.nodes().size()}}),
+                      split_at_layer_groups(g, *options_.graph_split));
+  auto build = [rec = e->rec, ranges, device, po] {
+    auto b = std::make_shared<Built>();
+    if (ranges) b->segments.emplace(rec->graph, *ranges, device, po);
+    else b->exe = get_executable(rec->graph, device, po);
+    return std::shared_ptr<const Built>(std::move(b));
+  };
+  const bool cached = ranges ? SegmentedProgram::cached(g, *ranges, device, po)
+                             : executable_cached(g, device, po);
+  if (options_.compile_in_background && !cached) {
+    auto promise = std::make_shared<std::promise<std::shared_ptr<const Built>>>();
+    e->pending = promise->get_future().share();
+    submit_compile_job([promise, build] {
+      try {
+        promise->set_value(build());
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    });
   } else {
-    NodeRanges ranges = skinny ? split_at_collectives(g) : NodeRanges{{0, g.nodes().size()}};
-    if (options_.graph_split) ranges = cut_both(ranges, split_at_layer_groups(g, *options_.graph_split));
-    e->segments.emplace(g, ranges, device, po);
+    e->built = build();
   }
 
   if (report_recompiles() && last_)
@@ -157,7 +205,10 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   last_ = entries_.at(sig);
   std::vector<Tensor> inputs = e.rec->captured;
   for (size_t i = 0; i < e.num_args; ++i) inputs[i] = args[i];
-  return e.exe ? e.exe->run(inputs) : e.segments->run(inputs);
+  if (const Built* b = e.ready(/*wait=*/false)) return b->run(inputs);
+  // Still compiling: the traced graph op by op, which computes the same bits.
+  EagerModeGuard strict(EagerMode::strict);
+  return run_graph(e.rec->graph, inputs, options_.name + " (eager while its program compiles)");
 }
 
 }  // namespace kiln

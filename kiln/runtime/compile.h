@@ -39,6 +39,11 @@ struct CompileOptions {
   // as separately compiled programs, a pair per group of this many layers
   // (0: one pair for all layers). nullopt: no split.
   std::optional<int64_t> graph_split;
+  // A signature whose programs are in no cache tier compiles on the compile
+  // pool (compile_pool.h); until it is ready each call runs the traced graph
+  // op by op in strict eager mode, which gives the same bits, so a first
+  // call never waits for the compiler. Off: the first call compiles.
+  bool compile_in_background = false;
 };
 
 class CompiledFunction {
@@ -49,7 +54,8 @@ class CompiledFunction {
 
   size_t num_signatures() const { return entries_.size(); }
   // The program compiled for the most recent signature (an error when it
-  // was split into segments: see last_programs).
+  // was split into segments: see last_programs); waits for a build still
+  // running in the background.
   const Executable& last_executable() const;
   // The programs the most recent signature runs, in order: one, or its
   // segments (skinny collectives, graph split).

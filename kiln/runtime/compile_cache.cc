@@ -1,5 +1,7 @@
 #include "kiln/runtime/compile_cache.h"
 
+#include <filesystem>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -164,6 +166,19 @@ std::optional<std::string> CompileCache::get(const CacheKey& key) {
   std::string name = entry_name(key);
   if (auto payload = lookup_l1(name)) return payload;
   return lookup_disks(key, name);
+}
+
+bool CompileCache::has(const CacheKey& key) const {
+  const std::string name = entry_name(key);
+  {
+    std::lock_guard lock(mu_);
+    if (l1_.count(name)) return true;
+  }
+  for (const DiskTier* t : {&l2_, &l3_}) {
+    std::error_code ec;
+    if (t->dir && std::filesystem::exists(t->dir->file(name), ec)) return true;
+  }
+  return false;
 }
 
 void CompileCache::put(const CacheKey& key, const std::string& payload) {

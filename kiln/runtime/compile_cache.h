@@ -78,6 +78,11 @@ class CompileCache {
   // nothing is stored and the exception propagates.
   std::string get_or_compile(const CacheKey& key, const std::function<std::string()>& compile);
 
+  // Whether an entry for `key` is in L1 or a file for it in L2 or L3 (not
+  // read, so a stale or corrupt file also counts); no statistics change. How
+  // a caller chooses between waiting for a cheap load and compiling apart.
+  bool has(const CacheKey& key) const;
+
   // Counts an L1 request and hit served by a caller's own in-process map in
   // front of this cache (the program cache keeps ready Executables there).
   void count_l1_hit();

@@ -22,6 +22,21 @@ std::string options_text(const ProgramOptions& o) {
   return s;
 }
 
+ir::Fingerprint program_fingerprint(const ir::Graph& g, Device device, const ProgramOptions& options) {
+  return ir::fingerprint(g, {to_string(device), options_text(options)});
+}
+
+// L1 for programs holds ready Executables, not just their IR.
+// Never destroyed: queued programs may still run while the process exits.
+struct ReadyPrograms {
+  std::mutex mu;
+  std::unordered_map<ir::Fingerprint, std::shared_ptr<const Executable>, FingerprintHash> map;
+};
+ReadyPrograms& ready_programs() {
+  static auto* r = new ReadyPrograms;
+  return *r;
+}
+
 }  // namespace
 
 compiler::PassOptions default_pass_options() {
@@ -33,16 +48,12 @@ compiler::PassOptions default_pass_options() {
 
 std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device device,
                                                  const ProgramOptions& options) {
-  ir::Fingerprint fp = ir::fingerprint(g, {to_string(device), options_text(options)});
-  // L1 for programs holds ready Executables, not just their IR.
-  // Never destroyed: queued programs may still run while the process exits.
-  static auto* mu = new std::mutex;
-  static auto* ready =
-      new std::unordered_map<ir::Fingerprint, std::shared_ptr<const Executable>, FingerprintHash>;
+  const ir::Fingerprint fp = program_fingerprint(g, device, options);
+  ReadyPrograms& ready = ready_programs();
   {
-    std::lock_guard lock(*mu);
-    auto it = ready->find(fp);
-    if (it != ready->end()) {
+    std::lock_guard lock(ready.mu);
+    auto it = ready.map.find(fp);
+    if (it != ready.map.end()) {
       CompileCache::instance().count_l1_hit();
       return it->second;
     }
@@ -52,8 +63,18 @@ std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device devi
   });
   auto exe = std::make_shared<const Executable>(ir::parse_graph(text), device, options.donations,
                                                 options.name);
-  std::lock_guard lock(*mu);
-  return ready->emplace(fp, std::move(exe)).first->second;
+  std::lock_guard lock(ready.mu);
+  return ready.map.emplace(fp, std::move(exe)).first->second;
+}
+
+bool executable_cached(const ir::Graph& g, Device device, const ProgramOptions& options) {
+  const ir::Fingerprint fp = program_fingerprint(g, device, options);
+  {
+    ReadyPrograms& ready = ready_programs();
+    std::lock_guard lock(ready.mu);
+    if (ready.map.count(fp)) return true;
+  }
+  return CompileCache::instance().has({fp, "program"});
 }
 
 }  // namespace kiln

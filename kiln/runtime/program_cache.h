@@ -25,6 +25,9 @@ struct ProgramOptions {
 // The Executable for `g` on `device`, compiled on a miss.
 std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device device,
                                                  const ProgramOptions& options);
+// Whether get_executable would find `g` ready in this process or in a
+// cache tier, and so not run the compiler passes.
+bool executable_cached(const ir::Graph& g, Device device, const ProgramOptions& options);
 
 // Passes used when nothing else is said: KILN_FUSION=0 turns fusion off.
 compiler::PassOptions default_pass_options();

@@ -56,42 +56,64 @@ NodeRanges cut_both(const NodeRanges& a, const NodeRanges& b) {
   return out;
 }
 
-SegmentedProgram::SegmentedProgram(const ir::Graph& g, const NodeRanges& segments, Device device,
-                                   const ProgramOptions& options)
-    : inputs_(g.inputs()), outputs_(g.outputs()), num_values_(g.values().size()) {
-  std::vector<RegionSegment> segs;
-  for (auto [begin, end] : segments) segs.push_back(extract_segment(g, begin, end));
-  // The last segment reading each value; results are read after all of them.
-  std::vector<int> last_reader(num_values_, -1);
-  for (size_t s = 0; s < segs.size(); ++s)
-    for (ir::ValueId v : segs[s].inputs) last_reader[size_t(v)] = int(s);
-  for (ir::ValueId v : outputs_) last_reader[size_t(v)] = int(segs.size());
+namespace {
 
-  std::vector<ProgramOptions> seg_options(segs.size(),
-                                          ProgramOptions{options.passes, {}, options.name});
+// The segments' graphs and options, before anything compiles.
+struct SegmentPlan {
+  std::vector<RegionSegment> segs;
+  std::vector<ProgramOptions> options;
+  std::vector<int> last_reader;  // per value: the last segment reading it (results: one past all)
+};
+
+SegmentPlan plan_segments(const ir::Graph& g, const NodeRanges& segments, const ProgramOptions& options) {
+  SegmentPlan p;
+  for (auto [begin, end] : segments) p.segs.push_back(extract_segment(g, begin, end));
+  p.last_reader.assign(g.values().size(), -1);
+  for (size_t s = 0; s < p.segs.size(); ++s)
+    for (ir::ValueId v : p.segs[s].inputs) p.last_reader[size_t(v)] = int(s);
+  for (ir::ValueId v : g.outputs()) p.last_reader[size_t(v)] = int(p.segs.size());
+
+  p.options.assign(p.segs.size(), ProgramOptions{options.passes, {}, options.name});
   for (auto [in, out] : options.donations) {
-    ir::ValueId vin = inputs_[size_t(in)], vout = outputs_[size_t(out)];
+    ir::ValueId vin = g.inputs()[size_t(in)], vout = g.outputs()[size_t(out)];
     int32_t node = g.values()[size_t(vout)].node;
     if (node < 0) continue;  // a result that is an input: nothing to write
-    auto seg = std::find_if(segs.begin(), segs.end(), [&](const RegionSegment& s) {
+    auto seg = std::find_if(p.segs.begin(), p.segs.end(), [&](const RegionSegment& s) {
       return size_t(node) >= s.begin && size_t(node) < s.end;
     });
-    size_t s = size_t(seg - segs.begin());
-    if (last_reader[size_t(vin)] != int(s)) continue;
+    size_t s = size_t(seg - p.segs.begin());
+    if (p.last_reader[size_t(vin)] != int(s)) continue;
     auto at = [](const std::vector<ir::ValueId>& list, ir::ValueId v) {
       return int(std::find(list.begin(), list.end(), v) - list.begin());
     };
-    seg_options[s].donations.push_back({at(seg->inputs, vin), at(seg->outputs, vout)});
+    p.options[s].donations.push_back({at(seg->inputs, vin), at(seg->outputs, vout)});
   }
-  for (size_t s = 0; s < segs.size(); ++s) {
+  return p;
+}
+
+}  // namespace
+
+SegmentedProgram::SegmentedProgram(const ir::Graph& g, const NodeRanges& segments, Device device,
+                                   const ProgramOptions& options)
+    : inputs_(g.inputs()), outputs_(g.outputs()), num_values_(g.values().size()) {
+  SegmentPlan p = plan_segments(g, segments, options);
+  for (size_t s = 0; s < p.segs.size(); ++s) {
     Segment seg;
-    seg.exe = get_executable(segs[s].graph, device, seg_options[s]);
-    seg.inputs = std::move(segs[s].inputs);
-    seg.outputs = std::move(segs[s].outputs);
+    seg.exe = get_executable(p.segs[s].graph, device, p.options[s]);
+    seg.inputs = std::move(p.segs[s].inputs);
+    seg.outputs = std::move(p.segs[s].outputs);
     for (ir::ValueId v : seg.inputs)
-      if (last_reader[size_t(v)] == int(s)) seg.last_read.push_back(v);
+      if (p.last_reader[size_t(v)] == int(s)) seg.last_read.push_back(v);
     segments_.push_back(std::move(seg));
   }
+}
+
+bool SegmentedProgram::cached(const ir::Graph& g, const NodeRanges& segments, Device device,
+                              const ProgramOptions& options) {
+  SegmentPlan p = plan_segments(g, segments, options);
+  for (size_t s = 0; s < p.segs.size(); ++s)
+    if (!executable_cached(p.segs[s].graph, device, p.options[s])) return false;
+  return true;
 }
 
 std::vector<Tensor> SegmentedProgram::run(std::span<const Tensor> inputs) const {

@@ -43,6 +43,10 @@ class SegmentedProgram {
   SegmentedProgram(const ir::Graph& g, const NodeRanges& segments, Device device,
                    const ProgramOptions& options);
 
+  // Whether every segment's program is ready or in a cache tier (program_cache.h).
+  static bool cached(const ir::Graph& g, const NodeRanges& segments, Device device,
+                     const ProgramOptions& options);
+
   std::vector<Tensor> run(std::span<const Tensor> inputs) const;
   // The compiled programs, in the order they run.
   std::vector<const Executable*> programs() const;

@@ -115,6 +115,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"compile", "graph_trainer", &c.compile.graph_trainer},
       {"compile", "graph_split", &c.compile.graph_split},
       {"compile", "graph_split_layers", &c.compile.graph_split_layers},
+      {"compile", "background", &c.compile.background},
       {"compile", "scan_layers", &c.compile.scan_layers},
       {"compile", "spmd_safe", &c.compile.spmd_safe},
       {"compile", "overlap_collectives", &c.compile.overlap_collectives},

@@ -144,6 +144,11 @@ struct CompileSection {
   // for all layers); kiln/runtime/segmented_program.h.
   bool graph_split = false;
   int64_t graph_split_layers = 0;
+  // The graph trainer's step program compiles on the compile pool while the
+  // first steps run op by op (the same bits); false: step 1 waits for it.
+  // Off by default: on a CPU, compiling a step's program takes less time
+  // than running the step op by op instead (README, "The execution ladder").
+  bool background = false;
   bool scan_layers = false;
   bool spmd_safe = false;
   bool overlap_collectives = true;

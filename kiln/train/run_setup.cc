@@ -62,6 +62,7 @@ void RunSetup::build(bool load_initial_weights) {
   so.remat = compiler::parse_remat_policy(c.activation_checkpoint.mode);
   so.scan_layers = c.compile.scan_layers;
   if (c.compile.graph_split) so.graph_split = c.compile.graph_split_layers;
+  so.background_compile = c.compile.background;
   so.overlap_collectives = c.compile.overlap_collectives;
   so.distribution = dist;
   step = std::make_unique<TrainStep>(*model, policy, *adamw, so);

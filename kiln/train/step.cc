@@ -52,6 +52,7 @@ TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
   co.name = "graph trainer step";
   co.passes.overlap_collectives = options_.overlap_collectives;
   co.graph_split = options_.graph_split;
+  co.compile_in_background = options_.background_compile;
   // Masters, m and v: the program writes their updates into their buffers.
   co.donate.resize(3 * step_adamw().groups().group.size());
   std::iota(co.donate.begin(), co.donate.end(), 0);

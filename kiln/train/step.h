@@ -48,6 +48,8 @@ struct StepOptions {
   // The graph trainer's step split at the layers (compile.graph_split):
   // layers per forward and backward program, 0 for all; nullopt: one program.
   std::optional<int64_t> graph_split;
+  // The graph trainer's program compiles in the background (compile.background).
+  bool background_compile = false;
   // Data parallelism over a mesh; null: one process.
   std::shared_ptr<const ParamDistribution> distribution;
 };
