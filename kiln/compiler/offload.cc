@@ -1,6 +1,7 @@
 #include "kiln/compiler/offload.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -18,6 +19,104 @@ struct Move {
   size_t reload_before;   // the reload precedes this node
   int32_t offload_region, reload_region;
 };
+
+bool in_backward(const ir::Graph& g, const ir::Node& n) {
+  return n.region >= 0 && ir::is_backward_region(g.region_name(n.region));
+}
+
+// A backward that differentiates an op through its composite (attention)
+// first recomputes the op's forward from the op's inputs. Where those
+// inputs stay on the device, the compiler's CSE merges that recomputation
+// with the lowered forward; reloaded, they would defeat it. So such
+// recomputations (backward nodes that read such an op's inputs, constants
+// and other recomputations, and nothing that depends on a cotangent) move
+// into the forward, right after the last of their inputs, in that node's
+// region: their results are then saved activations like any other, and CSE
+// merges them with the lowered op again.
+ir::Graph hoist_recomputations(const ir::Graph& g) {
+  const auto& nodes = g.nodes();
+  auto made_by = [&](ValueId v) { return g.values()[size_t(v)].node; };
+  // The forward: nodes of forward regions and everything the loss (the
+  // first result) is computed from.
+  std::vector<bool> forward(nodes.size(), false);
+  std::vector<ValueId> work;
+  if (!g.outputs().empty()) work.push_back(g.outputs()[0]);
+  while (!work.empty()) {
+    const int32_t p = made_by(work.back());
+    work.pop_back();
+    if (p < 0 || forward[size_t(p)]) continue;
+    forward[size_t(p)] = true;
+    work.insert(work.end(), nodes[size_t(p)].inputs.begin(), nodes[size_t(p)].inputs.end());
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    forward[i] = forward[i] || (nodes[i].region >= 0 && !in_backward(g, nodes[i]));
+  // Every other node is hoisted (a recomputation), a constant of a backward
+  // region (it reads neither the forward nor the backward: masks, scalars,
+  // aranges) or the backward proper (it depends on a cotangent).
+  // A recomputation starts from the inputs of forward ops that autograd
+  // differentiates through their composite (no vjp rule of their own).
+  std::vector<bool> composite_input(g.values().size(), false);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (forward[i] && !nodes[i].op->vjp && nodes[i].op->composite)
+      for (ValueId v : nodes[i].inputs) composite_input[size_t(v)] = true;
+  enum Kind : uint8_t { fwd, hoist, constant, bwd };
+  std::vector<Kind> kind(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    bool reads_forward = false, reads_backward = false, recomputes = true;
+    for (ValueId v : nodes[i].inputs) {
+      const int32_t p = made_by(v);
+      if (p < 0) continue;
+      reads_forward = reads_forward || kind[size_t(p)] == fwd || kind[size_t(p)] == hoist;
+      reads_backward = reads_backward || kind[size_t(p)] == bwd;
+      recomputes = recomputes && (kind[size_t(p)] != fwd || composite_input[size_t(v)]);
+    }
+    const bool fixed = nodes[i].op->side_effects;
+    // Outside the backward regions and the forward, autograd's own nodes
+    // (the loss's cotangent, zero gradients) start the backward proper.
+    kind[i] = forward[i]                                                ? fwd
+              : reads_backward || fixed || !in_backward(g, nodes[i])    ? bwd
+              : reads_forward && recomputes                             ? hoist
+                                                                        : constant;
+  }
+  // A hoisted node follows the forward node that made its last input.
+  std::vector<std::vector<size_t>> after(nodes.size());
+  std::vector<int32_t> anchor(nodes.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (kind[i] == fwd) anchor[i] = int32_t(i);
+    if (kind[i] != hoist) continue;
+    for (ValueId v : nodes[i].inputs)
+      if (const int32_t p = made_by(v); p >= 0 && kind[size_t(p)] != constant)
+        anchor[i] = std::max(anchor[i], anchor[size_t(p)]);
+    after[size_t(anchor[i])].push_back(i);
+  }
+  ir::Graph out;
+  std::vector<ValueId> map(g.values().size(), -1);
+  for (ValueId v : g.inputs()) map[size_t(v)] = out.add_input(g.type(v));
+  std::vector<bool> emitted(nodes.size(), false);
+  // Emits node i (and first the constants it reads that are not out yet).
+  std::function<void(size_t, int32_t)> emit = [&](size_t i, int32_t region) {
+    const ir::Node& n = nodes[i];
+    for (ValueId v : n.inputs)
+      if (const int32_t p = made_by(v); p >= 0 && !emitted[size_t(p)]) emit(size_t(p), region);
+    std::vector<ValueId> ins;
+    for (ValueId v : n.inputs) ins.push_back(map[size_t(v)]);
+    std::vector<ir::TypeInfo> types;
+    for (ValueId v : n.outputs) types.push_back(g.type(v));
+    const ir::Node& c = out.add_node_typed(*n.op, std::move(ins), n.attrs, types);
+    if (region >= 0) out.tag_last_node(g.region_name(region));
+    for (size_t k = 0; k < n.outputs.size(); ++k) map[size_t(n.outputs[k])] = c.outputs[k];
+    emitted[i] = true;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (emitted[i] || kind[i] == hoist) continue;
+    emit(i, nodes[i].region);
+    for (size_t h : after[i]) emit(h, nodes[i].region);
+  }
+  std::vector<ValueId> outs;
+  for (ValueId v : g.outputs()) outs.push_back(map[size_t(v)]);
+  out.set_outputs(std::move(outs));
+  return out;
+}
 
 std::vector<Move> plan(const ir::Graph& g) {
   const auto& nodes = g.nodes();
@@ -62,7 +161,8 @@ std::vector<Move> plan(const ir::Graph& g) {
 
 }  // namespace
 
-ir::Graph offload_activations(const ir::Graph& g) {
+ir::Graph offload_activations(const ir::Graph& traced) {
+  const ir::Graph g = hoist_recomputations(traced);
   std::vector<Move> moves = plan(g);
   std::map<size_t, std::vector<const Move*>> offload_after, reload_before;
   for (const Move& m : moves) {

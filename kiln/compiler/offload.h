@@ -8,8 +8,10 @@
 // start of the backward region run before the one that first reads it:
 // one block early, so the copy back overlaps the previous block's backward
 // where a backend runs copies apart (CUDA), at the cost of holding two
-// blocks' activations on the device at a time. The values themselves are
-// unchanged, so losses and gradients are bit-identical to `none`.
+// blocks' activations on the device at a time. A backward's recomputation
+// of a composite op's forward moves into the forward first, so that it is
+// not recomputed from reloaded copies (offload.cc). The values themselves
+// are unchanged, so losses and gradients are bit-identical to `none`.
 #pragma once
 #include <cstdint>
 

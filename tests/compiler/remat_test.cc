@@ -14,6 +14,7 @@
 #include "kiln/compiler/offload.h"
 #include "kiln/compiler/pipeline.h"
 #include "kiln/ir/region.h"
+#include "kiln/ops/attention.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/offload.h"
@@ -22,6 +23,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/compile.h"
 #include "kiln/runtime/context.h"
+#include "kiln/runtime/executable.h"
 #include "kiln/runtime/recording.h"
 #include "kiln/runtime/region.h"
 #include "tests/support/gradcheck.h"
@@ -207,6 +209,39 @@ TEST(Offload, MovesWhatNoneKeeps) {
     EXPECT_TRUE(i == 0 || region_of(i - 1) != region_of(i) || nodes[i - 1].op->name == "reload")
         << "a reload starts its region's run";
   }
+}
+
+// Attention is differentiated through its composite, whose backward first
+// recomputes the probabilities from q and k. Kept on the device (none), CSE
+// merges that with the lowered forward; offload hoists it into the forward
+// so that it still does, instead of recomputing from reloaded copies.
+TEST(Offload, AttentionIsNotComputedAgain) {
+  auto attention_stack = [](const std::vector<Tensor>& a) {
+    Tensor x = a[0] * 1.0;
+    for (int l = 0; l < 2; ++l) {
+      RegionGuard region("layers." + std::to_string(l));
+      AttentionOptions o;
+      o.causal = true;
+      x = x + scaled_dot_product_attention(x * 0.5, x * 0.25, x * 2.0, o);
+    }
+    return std::vector<Tensor>{sum(square(x))};
+  };
+  std::vector<Tensor> args{random_tensor({1, 2, 8, 16}, DType::f32, 4)};
+  compiler::PassOptions no_fusion;  // fusion would hide the softmax nodes
+  no_fusion.fuse = false;
+  auto softmaxes = [&](RematPolicy p) {
+    ir::Graph g = compiler::rematerialize(test::trace_loss_and_grads(attention_stack, args)->graph, p);
+    return count_op(compiler::optimize(prepare_for_device(g, kCPU), no_fusion), "softmax");
+  };
+  EXPECT_EQ(softmaxes(RematPolicy::none), 2);
+  EXPECT_EQ(softmaxes(RematPolicy::offload), 2);
+  ValueAndGrad none, off;
+  for (auto [p, out] : {std::pair{RematPolicy::none, &none}, {RematPolicy::offload, &off}}) {
+    GradOptions o;
+    o.remat = p;
+    *out = value_and_grad(attention_stack, o)(args);
+  }
+  expect_same(none, off, "attention, offload");
 }
 
 TEST(Offload, MemoryPlanKeepsOffloadedValuesInTheirOwnArena) {
