@@ -1,7 +1,9 @@
-// `kiln cache stats|clear`: what the compile cache holds on disk, and emptying
-// it. Hit and compile counters live in each process (CompileCache::stats());
-// a separate command can only report the directories' contents.
+// `kiln cache stats|clear`: what the compile cache holds on disk, the hits
+// and compile seconds per kind and tier that runs recorded there
+// (CompileCache::record_run_stats), and emptying it.
 #include <cstdio>
+#include <iomanip>
+#include <map>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -43,6 +45,27 @@ int64_t print_tier_line(CompileCache& cache, CacheTier tier, const char* label) 
   return u.stale;
 }
 
+// Per kind (programs, each backend's kernels): hits of requests per tier and
+// compile seconds, over the runs recorded since the last clear.
+void print_recorded_stats(const std::map<std::string, KindStats>& kinds) {
+  if (kinds.empty()) {
+    std::cout << "recorded runs: none (kiln train records its lookups in L3 when it ends)\n";
+    return;
+  }
+  std::cout << "recorded runs (hits/requests per tier, compile seconds):\n";
+  for (const auto& [kind, k] : kinds) {
+    double seconds = 0;
+    std::cout << "  " << std::left << std::setw(14) << kind << std::right;
+    for (CacheTier t : {CacheTier::l1, CacheTier::l2, CacheTier::l3}) {
+      const TierStats& s = k.tier(t);
+      seconds += s.compile_seconds;
+      std::cout << "  " << cache_tier_name(t) << " " << s.hits << "/" << s.requests;
+    }
+    std::cout << "  compiled " << std::fixed << std::setprecision(3) << seconds << " s\n"
+              << std::defaultfloat;
+  }
+}
+
 }  // namespace
 
 void add_cache(CLI::App& app) {
@@ -58,6 +81,7 @@ void add_cache(CLI::App& app) {
     int64_t stale = print_tier_line(cache, CacheTier::l2, "L2 host-local:  ") +
                     print_tier_line(cache, CacheTier::l3, "L3 persistent:  ");
     if (stale) std::cout << "stale entries come from another kiln version, compiler or build and are never used\n";
+    print_recorded_stats(cache.recorded_stats());
   });
 
   auto* clear = cmd->add_subcommand("clear", "Delete the cache's entries (both tiers unless one is named)");

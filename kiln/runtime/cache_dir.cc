@@ -19,11 +19,14 @@ namespace fs = std::filesystem;
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-// The files the cache makes: "<key>.kce", "<key>.kce.lock", ".<key>.kce.tmpXXXXXX".
+// The files the cache makes: "<key>.kce", "<key>.kce.lock", ".<key>.kce.tmpXXXXXX",
+// and the same three of the run statistics, CacheDir::kRunStats (".kcs").
 bool is_entry(std::string_view name) { return !name.starts_with('.') && name.ends_with(".kce"); }
-bool is_lock(std::string_view name) { return name.ends_with(".kce.lock"); }
+bool is_stats(std::string_view name) { return name == CacheDir::kRunStats; }
+bool is_lock(std::string_view name) { return name.ends_with(".kce.lock") || name.ends_with(".kcs.lock"); }
 bool is_temp(std::string_view name) {
-  return name.starts_with('.') && name.find(".kce.tmp") != std::string_view::npos;
+  return name.starts_with('.') &&
+         (name.find(".kce.tmp") != std::string_view::npos || name.find(".kcs.tmp") != std::string_view::npos);
 }
 
 bool write_all(int fd, std::string_view bytes) {
@@ -152,7 +155,7 @@ CacheDir::Usage CacheDir::clear() const {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(path_, ec)) {
     std::string name = e.path().filename().string();
-    if (!is_entry(name) && !is_lock(name) && !is_temp(name)) continue;
+    if (!is_entry(name) && !is_stats(name) && !is_lock(name) && !is_temp(name)) continue;
     struct stat st;
     if (::stat(e.path().c_str(), &st) != 0 || ::unlink(e.path().c_str()) != 0) continue;
     if (is_entry(name)) {

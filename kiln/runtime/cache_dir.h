@@ -78,8 +78,12 @@ class CacheDir {
   };
   Usage usage(const EntryIdentity& identity) const;
 
-  // Deletes every file the cache made here (entries, temporary and lock
-  // files) and nothing else; returns the entries and bytes removed.
+  // The file of the cache's run statistics (CompileCache::record_run_stats).
+  static constexpr const char* kRunStats = "run-stats.kcs";
+
+  // Deletes every file the cache made here (entries, run statistics,
+  // temporary and lock files) and nothing else; returns the entries and
+  // bytes removed.
   Usage clear() const;
 
  private:

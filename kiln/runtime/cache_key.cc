@@ -14,4 +14,10 @@ std::string entry_name(const CacheKey& key) {
   return ir::to_string(key.fingerprint) + "-" + key.kind + ".kce";
 }
 
+std::string entry_kind(std::string_view name) {
+  const size_t dash = name.find('-');
+  if (dash == std::string_view::npos || !name.ends_with(".kce")) return "";
+  return std::string(name.substr(dash + 1, name.size() - dash - 1 - 4));
+}
+
 }  // namespace kiln

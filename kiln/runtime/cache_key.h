@@ -3,6 +3,7 @@
 // graph can own several artifacts.
 #pragma once
 #include <string>
+#include <string_view>
 
 #include "kiln/ir/fingerprint.h"
 
@@ -17,5 +18,8 @@ struct CacheKey {
 // The entry's file name, "<48 hex digits>-<kind>.kce". Throws kiln::Error if
 // `kind` is empty or not made of [A-Za-z0-9_] (it becomes part of a path).
 std::string entry_name(const CacheKey& key);
+// The kind an entry's file name holds ("program" of "<hex>-program.kce"),
+// "" for a name entry_name did not make.
+std::string entry_kind(std::string_view name);
 
 }  // namespace kiln

@@ -78,8 +78,9 @@ CompileCache::CompileCache(Options options) : options_(std::move(options)) {
   open(l3_, options_.l3_dir, "L3");
 }
 
-TierStats& CompileCache::tier_stats(CacheTier t) {
-  return t == CacheTier::l1 ? stats_.l1 : t == CacheTier::l2 ? stats_.l2 : stats_.l3;
+void CompileCache::count(CacheTier t, const std::string& kind, const std::function<void(TierStats&)>& add) {
+  add(t == CacheTier::l1 ? stats_.l1 : t == CacheTier::l2 ? stats_.l2 : stats_.l3);
+  add(stats_.kinds[kind].tier(t));
 }
 
 void CompileCache::say_once(const std::string& topic, const std::string& message) {
@@ -90,17 +91,17 @@ void CompileCache::say_once(const std::string& topic, const std::string& message
 const std::string* CompileCache::l1_hit(const std::string& name) {
   auto it = l1_.find(name);
   if (it == l1_.end()) return nullptr;
-  ++stats_.l1.requests;
-  ++stats_.l1.hits;
-  stats_.l1.bytes_read += it->second.size();
+  count(CacheTier::l1, entry_kind(name), [&](TierStats& s) {
+    ++s.requests, ++s.hits;
+    s.bytes_read += int64_t(it->second.size());
+  });
   return &it->second;
 }
 
 std::optional<std::string> CompileCache::lookup_l1(const std::string& name) {
   std::lock_guard lock(mu_);
   if (const std::string* payload = l1_hit(name)) return *payload;
-  ++stats_.l1.requests;
-  ++stats_.l1.misses;
+  count(CacheTier::l1, entry_kind(name), [](TierStats& s) { ++s.requests, ++s.misses; });
   return std::nullopt;
 }
 
@@ -117,10 +118,11 @@ std::optional<std::string> CompileCache::lookup_disk(CacheTier t, const CacheKey
   }
   bool hit = r.found && e.status == EntryStatus::ok;
   std::lock_guard lock(mu_);
-  TierStats& s = tier_stats(t);
-  ++s.requests;
-  ++(hit ? s.hits : s.misses);
-  if (hit) s.bytes_read += e.payload.size();
+  count(t, key.kind, [&](TierStats& s) {
+    ++s.requests;
+    ++(hit ? s.hits : s.misses);
+    if (hit) s.bytes_read += int64_t(e.payload.size());
+  });
   if (r.found && e.status == EntryStatus::corrupt) ++stats_.corrupt_entries;
   if (!hit) return std::nullopt;
   return std::move(e.payload);
@@ -145,7 +147,7 @@ void CompileCache::store(const CacheKey& key, const std::string& name, const std
   {
     std::lock_guard lock(mu_);
     l1_.insert_or_assign(name, payload);
-    stats_.l1.bytes_written += payload.size();
+    count(CacheTier::l1, key.kind, [&](TierStats& s) { s.bytes_written += int64_t(payload.size()); });
   }
   std::string encoded;
   for (CacheTier t : {CacheTier::l2, CacheTier::l3}) {
@@ -158,7 +160,7 @@ void CompileCache::store(const CacheKey& key, const std::string& name, const std
       continue;
     }
     std::lock_guard lock(mu_);
-    tier_stats(t).bytes_written += payload.size();
+    count(t, key.kind, [&](TierStats& s) { s.bytes_written += int64_t(payload.size()); });
   }
 }
 
@@ -216,16 +218,34 @@ std::string CompileCache::get_or_compile(const CacheKey& key, const std::functio
   {
     std::lock_guard lock(mu_);
     CacheTier last = l3_.dir ? CacheTier::l3 : l2_.dir ? CacheTier::l2 : CacheTier::l1;
-    tier_stats(last).compile_seconds += seconds.count();
+    count(last, key.kind, [&](TierStats& s) { s.compile_seconds += seconds.count(); });
   }
   store(key, name, payload, true, true);
   return result(std::move(payload));
 }
 
-void CompileCache::count_l1_hit() {
+void CompileCache::record_run_stats() {
+  if (!l3_.dir) return;
+  const CacheStats now = stats();
+  if (now.kinds.empty()) return;
+  const CacheDir& dir = *l3_.dir;
+  CacheDir::Lock held = dir.lock(CacheDir::kRunStats);
+  std::map<std::string, KindStats> total = recorded_stats();
+  for (auto [kind, k] : now.kinds)
+    for (CacheTier t : {CacheTier::l1, CacheTier::l2, CacheTier::l3}) add_stats(total[kind].tier(t), k.tier(t));
+  std::string error = dir.publish(CacheDir::kRunStats, format_run_stats(total));
+  if (!error.empty()) say_once(dir.path(), "kiln: compile cache: " + error + "; run statistics not kept");
+}
+
+std::map<std::string, KindStats> CompileCache::recorded_stats() const {
+  if (!l3_.dir) return {};
+  CacheDir::ReadResult r = l3_.dir->read(CacheDir::kRunStats);
+  return r.found ? parse_run_stats(r.bytes) : std::map<std::string, KindStats>{};
+}
+
+void CompileCache::count_l1_hit(const std::string& kind) {
   std::lock_guard lock(mu_);
-  ++stats_.l1.requests;
-  ++stats_.l1.hits;
+  count(CacheTier::l1, kind, [](TierStats& s) { ++s.requests, ++s.hits; });
 }
 
 CacheStats CompileCache::stats() const {

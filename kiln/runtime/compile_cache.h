@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,25 +28,11 @@
 #include <unordered_map>
 
 #include "kiln/runtime/cache_dir.h"
+#include "kiln/runtime/cache_stats.h"
 #include "kiln/runtime/cache_entry.h"
 #include "kiln/runtime/cache_key.h"
 
 namespace kiln {
-
-enum class CacheTier { l1, l2, l3 };
-
-// Per tier and per process. A request is one lookup that reached the tier;
-// bytes count payloads; compile_seconds is charged to the slowest enabled tier
-// (the one that missed last before compiling).
-struct TierStats {
-  int64_t requests = 0, hits = 0, misses = 0, bytes_read = 0, bytes_written = 0;
-  double compile_seconds = 0;
-};
-
-struct CacheStats {
-  TierStats l1, l2, l3;
-  int64_t corrupt_entries = 0;
-};
 
 class CompileCache {
  public:
@@ -85,7 +72,15 @@ class CompileCache {
 
   // Counts an L1 request and hit served by a caller's own in-process map in
   // front of this cache (the program cache keeps ready Executables there).
-  void count_l1_hit();
+  void count_l1_hit(const std::string& kind);
+
+  // This process's per-kind counts, added to the ones the L3 directory
+  // keeps over runs (a file beside its entries, written atomically under a
+  // lock); how `kiln cache stats` reports hits and compile seconds. Nothing
+  // happens when L3 is off. Call once, at the end of a run.
+  void record_run_stats();
+  // The per-kind counts L3 keeps (empty when it is off or holds none).
+  std::map<std::string, KindStats> recorded_stats() const;
 
   CacheStats stats() const;
   void reset_stats();
@@ -105,7 +100,8 @@ class CompileCache {
     std::string why_off;
   };
   const DiskTier& disk(CacheTier t) const { return t == CacheTier::l2 ? l2_ : l3_; }
-  TierStats& tier_stats(CacheTier t);
+  // Under mu_: counts into tier `t` of the totals and of `kind`.
+  void count(CacheTier t, const std::string& kind, const std::function<void(TierStats&)>& add);
   // Under mu_: the L1 payload, counting a request and a hit, or null (nothing counted).
   const std::string* l1_hit(const std::string& name);
   std::optional<std::string> lookup_l1(const std::string& name);

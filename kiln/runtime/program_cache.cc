@@ -54,7 +54,7 @@ std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device devi
     std::lock_guard lock(ready.mu);
     auto it = ready.map.find(fp);
     if (it != ready.map.end()) {
-      CompileCache::instance().count_l1_hit();
+      CompileCache::instance().count_l1_hit("program");
       return it->second;
     }
   }

@@ -518,12 +518,13 @@ TrainResult Run::go() {
   if (c_.checkpoint.last_save_in_hf) export_hf_model();
   // Kernel builds still running would be lost at exit; finished, they are
   // in the disk cache for the next run.
-  const CompileCache& cache = CompileCache::instance();
+  CompileCache& cache = CompileCache::instance();
   if (int n = pending_compile_jobs(); n && !(cache.l2_dir().empty() && cache.l3_dir().empty())) {
     out_ << "finishing " << n << " background kernel build" << (n == 1 ? "" : "s")
          << " for the compile cache" << std::endl;
     wait_for_compile_jobs();
   }
+  cache.record_run_stats();  // what `kiln cache stats` reports
   return result;
 }
 

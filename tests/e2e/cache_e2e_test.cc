@@ -4,10 +4,12 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
 
 #include "kiln/runtime/compile_cache.h"
 #include "tests/support/cli.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/train_run.h"
 
 namespace kiln {
 namespace {
@@ -83,6 +85,36 @@ TEST_F(CacheCli, ClearEmptiesTheChosenTiers) {
   r = run_cli("cache clear", "KILN_CACHE=off");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("L2 off (KILN_CACHE=off): nothing to remove"), std::string::npos) << r.output;
+}
+
+// Runs record their lookups in L3; `kiln cache stats` adds them up per kind
+// (programs apart from each backend's kernels), and clear forgets them.
+TEST_F(CacheCli, StatsReportsRecordedHitsAndCompileSecondsPerKind) {
+  auto r = run_cli("cache stats", env_);
+  EXPECT_NE(r.output.find("recorded runs: none"), std::string::npos) << r.output;
+  auto corpus = dir_ / "corpus.txt";
+  test::write_grammar_corpus(corpus.string());
+  for (int run = 0; run < 2; ++run) {
+    r = run_cli("train --config llama3_debug --compile.graph_trainer --training.steps 1"
+                " --checkpoint.enable=false --metrics.enable_tensorboard false --data.path " +
+                    corpus.string() + " --data.text_split line --job.dump_folder " +
+                    (dir_ / ("run" + std::to_string(run))).string(),
+                env_);
+    ASSERT_EQ(r.status, 0) << r.output;
+  }
+  std::map<std::string, KindStats> kinds = CompileCache(options(true, true)).recorded_stats();
+  ASSERT_TRUE(kinds.count("program")) << "no program lookups recorded";
+  const KindStats& program = kinds.at("program");
+  EXPECT_GT(program.l3.compile_seconds, 0) << "the first run compiled the step";
+  EXPECT_GE(program.l1.hits + program.l2.hits, 1) << "the second run found it";
+  r = run_cli("cache stats", env_);
+  EXPECT_NE(r.output.find("recorded runs (hits/requests per tier, compile seconds):"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("\n  program "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\n  cpu_fused_so "), std::string::npos) << r.output;
+  run_cli("cache clear", env_);
+  EXPECT_FALSE(fs::exists(fs::path(l3_) / CacheDir::kRunStats)) << "clear removes the statistics too";
+  EXPECT_NE(run_cli("cache stats", env_).output.find("recorded runs: none"), std::string::npos);
 }
 
 TEST_F(CacheCli, BadUseIsAClearErrorAndNonZeroExit) {

@@ -154,6 +154,11 @@ def trace_seeds():
                                              "otherData": {"producer": "kiln", "capture_us": 100}}))
 
 
+def run_stats_seeds():
+    put("cache_run_stats", "two_kinds",
+        "program l1 4 2 2 0 0 0\nprogram l3 2 1 1 1024 2048 0.25\ncpu_fused_so l2 9 9 0 99 0 0\n")
+
+
 def kiln_seeds(kiln):
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "c.txt"
@@ -197,6 +202,7 @@ def main():
     text_seeds()
     hf_config_seeds()
     trace_seeds()
+    run_stats_seeds()
     ir_seeds(a.cache)
     kiln_seeds(a.kiln)
 
