@@ -157,10 +157,16 @@ const ir::OpDef& kScan = ops::declare({
               {"stacked", ir::AttrKind::int_, std::nullopt},
               {"length", ir::AttrKind::int_, std::nullopt},
               {"reverse", ir::AttrKind::bool_, false},
-              {"saved_carries", ir::AttrKind::bool_, false}},
+              {"saved_carries", ir::AttrKind::bool_, false},
+              // Outputs from this one on live in the offload pool (-1: none):
+              // activation offload's saved carries (compiler/offload.h).
+              {"offload_from", ir::AttrKind::int_, int64_t(-1)}},
     .infer = infer_scan,
     .fusion = ir::FusionClass::opaque,
     .vjp = scan_vjp,
+    .offloaded_output = [](const ir::Attrs& a, size_t k) {
+      return a.i("offload_from") >= 0 && int64_t(k) >= a.i("offload_from");
+    },
 });
 
 ScanResult scan_op(const TensorFn& body, const std::vector<Tensor>& carries,

@@ -111,7 +111,9 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
     int def = g.values()[y].node;
     bool first_position = std::find(g.outputs().begin(), g.outputs().end(), y) - g.outputs().begin() == out;
     if (input_taken[in] || output_taken[out] || in_donated_buffer[y] || def < 0 || returned[x] ||
-        nodes[def].op->offloaded_output ||
+        ir::output_offloaded(*nodes[def].op, nodes[def].attrs,
+                             size_t(std::find(nodes[def].outputs.begin(), nodes[def].outputs.end(), y) -
+                                    nodes[def].outputs.begin())) ||
         !first_position || g.type(x).dtype != g.type(y).dtype || plan.bytes[x] != plan.bytes[y])
       continue;
     bool dead_before = last_use[x] < def;
@@ -142,14 +144,15 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   auto arena_of = [&](ir::ValueId v) -> Arena& { return plan.offloaded[v] ? offload : device; };
   std::vector<std::vector<ir::ValueId>> dies_at(n);
   for (int i = 0; i < n; ++i) {
-    for (ir::ValueId v : nodes[i].outputs) {
+    for (size_t k = 0; k < nodes[i].outputs.size(); ++k) {
+      const ir::ValueId v = nodes[i].outputs[k];
       if (!planned(v)) continue;
       if (alias_of[v] >= 0) {
         plan.offsets[v] = plan.offsets[alias_of[v]];
         plan.offloaded[v] = plan.offloaded[alias_of[v]];
         continue;
       }
-      plan.offloaded[v] = nodes[i].op->offloaded_output;
+      plan.offloaded[v] = ir::output_offloaded(*nodes[i].op, nodes[i].attrs, k);
       int64_t size = aligned(plan.bytes[v]);
       if (!plan.offloaded[v]) plan.naive_bytes += size;
       plan.offsets[v] = size ? arena_of(v).allocate(size) : 0;

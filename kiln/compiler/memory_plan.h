@@ -23,7 +23,7 @@ struct MemoryPlan {
   // outputs when !outputs_in_arena).
   std::vector<int64_t> offsets;
   // Per value id: whether `offsets` is in the offload arena, the host
-  // memory of ops whose outputs are offloaded (OpDef::offloaded_output).
+  // memory of offloaded outputs (OpDef::offloaded_output).
   std::vector<bool> offloaded;
   // Per value id: its size in bytes.
   std::vector<int64_t> bytes;

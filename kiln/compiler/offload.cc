@@ -191,7 +191,13 @@ ir::Graph offload_activations(const ir::Graph& traced) {
     for (ValueId v : n.inputs) ins.push_back(map[size_t(v)]);
     std::vector<ir::TypeInfo> types;
     for (ValueId v : n.outputs) types.push_back(g.type(v));
-    const ir::Node& c = out.add_node_typed(*n.op, std::move(ins), n.attrs, types);
+    ir::Attrs attrs = n.attrs;
+    // A scan over the layers keeps each iteration's carries for its backward
+    // (its last outputs): they live in the offload pool, which its loop
+    // writes and the backward's loop reads one layer at a time.
+    if (n.op->name == "scan" && attrs.b("saved_carries"))
+      attrs.set("offload_from", int64_t(n.outputs.size()) - attrs.i("carries"));
+    const ir::Node& c = out.add_node_typed(*n.op, std::move(ins), std::move(attrs), types);
     tag(n.region);
     for (size_t k = 0; k < n.outputs.size(); ++k) map[size_t(n.outputs[k])] = c.outputs[k];
     if (auto it = offload_after.find(i); it != offload_after.end())
@@ -210,8 +216,9 @@ ir::Graph offload_activations(const ir::Graph& traced) {
 int64_t offloaded_activation_bytes(const ir::Graph& g) {
   int64_t bytes = 0;
   for (const ir::Node& n : g.nodes())
-    if (n.op->offloaded_output)
-      for (ValueId v : n.outputs) bytes += g.type(v).shape.numel() * int64_t(itemsize(g.type(v).dtype));
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (ir::output_offloaded(*n.op, n.attrs, k))
+        bytes += g.type(n.outputs[k]).shape.numel() * int64_t(itemsize(g.type(n.outputs[k]).dtype));
   return bytes;
 }
 

@@ -12,6 +12,10 @@
 // of a composite op's forward moves into the forward first, so that it is
 // not recomputed from reloaded copies (offload.cc). The values themselves
 // are unchanged, so losses and gradients are bit-identical to `none`.
+// Under compile.scan_layers the layers' activations are the carries a scan
+// keeps for its backward: the scan node marks them offloaded (its
+// `offload_from` attribute), so its loop writes them to the offload pool one
+// layer at a time and the backward's loop reads them back one at a time.
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,6 @@
 #include "kiln/compiler/remat.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -107,9 +108,11 @@ std::optional<int64_t> kept_activation_bytes(const ir::Graph& g) {
     any_backward = true;
     for (ValueId v : n.inputs) {
       int32_t p = g.values()[size_t(v)].node;
+      if (p < 0) continue;
+      const ir::Node& made = nodes[size_t(p)];
       // An offloaded copy is in host memory, not kept on the device.
-      if (p >= 0 && nodes[size_t(p)].region >= 0 && !backward(nodes[size_t(p)].region) &&
-          !nodes[size_t(p)].op->offloaded_output)
+      const size_t k = size_t(std::find(made.outputs.begin(), made.outputs.end(), v) - made.outputs.begin());
+      if (made.region >= 0 && !backward(made.region) && !ir::output_offloaded(*made.op, made.attrs, k))
         kept.insert(v);
     }
   }

@@ -77,10 +77,11 @@ struct OpDef {
   ViewFn view;           // set for ops that eager modes run as metadata views
   ViewScatterFn view_scatter;  // with `view`: empty where writes through it are unsupported
   bool side_effects = false;  // collectives: never dropped, never reordered
-  // Its outputs live in the device's offload pool (host memory), not the
-  // device's: the memory plan gives them an arena of their own and eager
-  // modes allocate them there (activation offload, compiler/remat.h).
-  bool offloaded_output = false;
+  // Which of its outputs live in the device's offload pool (host memory),
+  // not the device's: the memory plan gives them an arena of their own and
+  // eager modes allocate them there (activation offload, compiler/remat.h).
+  // Empty: none. Read it through output_offloaded().
+  std::function<bool(const Attrs&, size_t output)> offloaded_output;
 
   // Checks `attrs` against the schema, fills defaults; throws naming the op.
   Attrs complete_attrs(const Attrs& attrs) const;
@@ -89,6 +90,11 @@ struct OpDef {
   Cost cost_of(std::span<const TypeInfo> in, std::span<const TypeInfo> out,
                const Attrs& attrs) const;
 };
+
+// Whether output `k` of a node of `op` with `attrs` lives in the offload pool.
+inline bool output_offloaded(const OpDef& op, const Attrs& attrs, size_t k) {
+  return op.offloaded_output && op.offloaded_output(attrs, k);
+}
 
 // Registers `def`; a second op of the same name is a programming error.
 const OpDef& register_op(OpDef def);

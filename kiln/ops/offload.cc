@@ -14,7 +14,7 @@ const OpDef& kOffload = declare({
     .infer = same_as_first,
     .fusion = ir::FusionClass::opaque,
     .vjp = [](VjpCall& c) { c.grads[0] = c.cot(0); },
-    .offloaded_output = true,
+    .offloaded_output = [](const Attrs&, size_t) { return true; },
 });
 
 const OpDef& kReload = declare({

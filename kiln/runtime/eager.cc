@@ -89,8 +89,9 @@ class EagerContext final : public Context {
       for (Tensor& a : args)
         if (!a.is_contiguous()) a = a.contiguous();
     std::vector<Tensor> outs;
-    const Pool pool = op.offloaded_output ? Pool::offload : Pool::device;
-    for (const ir::TypeInfo& t : out_types) outs.push_back(new_tensor(t, device, pool));
+    for (size_t k = 0; k < out_types.size(); ++k)
+      outs.push_back(new_tensor(out_types[k], device,
+                                ir::output_offloaded(op, attrs, k) ? Pool::offload : Pool::device));
 
     std::string label = describe(op);
     auto task = [kernel, &op, attrs, device, ins = refs(args), out_refs = refs(outs),

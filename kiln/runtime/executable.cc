@@ -162,7 +162,12 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
       outs[o] = Tensor(std::move(impl));
     } else {
       const int def = graph_.values()[v].node;
-      const bool offloaded = def >= 0 && graph_.nodes()[size_t(def)].op->offloaded_output;
+      bool offloaded = false;
+      if (def >= 0) {
+        const ir::Node& n = graph_.nodes()[size_t(def)];
+        const size_t k = size_t(std::find(n.outputs.begin(), n.outputs.end(), v) - n.outputs.begin());
+        offloaded = ir::output_offloaded(*n.op, n.attrs, k);
+      }
       auto impl = std::make_shared<TensorImpl>();
       impl->dtype = graph_.type(v).dtype;
       impl->shape = graph_.type(v).shape;

@@ -547,11 +547,6 @@ void finalize(TrainConfig& c) {
   KILN_CONFIG_CHECK(compile.graph_split_layers == 0 || compile.graph_split,
                     "compile.graph_split_layers", "groups the layers of a graph split; set "
                     "--compile.graph_split too");
-  KILN_CONFIG_CHECK(c.activation_checkpoint.mode != "offload" || !c.compile.scan_layers,
-                    "activation_checkpoint.mode",
-                    "offload does not work with compile.scan_layers yet: the scan keeps one "
-                    "block input per layer in one stacked buffer, which the offload pass does "
-                    "not move; drop compile.scan_layers or use mode none, selective or full");
   KILN_CONFIG_CHECK(c.runtime.num_threads >= 0, "runtime.num_threads",
                     "must be non-negative (0: all cores), got ", c.runtime.num_threads);
   const ParallelismSection& p = c.parallelism;

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "kiln/autograd/grad.h"
+#include "kiln/autograd/scan.h"
 #include "kiln/compiler/memory_plan.h"
 #include "kiln/compiler/offload.h"
 #include "kiln/compiler/pipeline.h"
@@ -242,6 +243,42 @@ TEST(Offload, AttentionIsNotComputedAgain) {
     *out = value_and_grad(attention_stack, o)(args);
   }
   expect_same(none, off, "attention, offload");
+}
+
+// Under scan the saved activations are the scan's per-iteration carries,
+// one stacked output: offload puts exactly that output in the offload pool,
+// eagerly and compiled, with the bits of none.
+TEST(Offload, UnderScanTheSavedCarriesAreOffloaded) {
+  auto scan_loss = [](const std::vector<Tensor>& a) {
+    ScanResult r = scan(
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{x[0] + tanh(matmul(x[0], x[1]))};
+        },
+        {a[0]}, {a[1]}, {});
+    return std::vector<Tensor>{sum(square(r.carries[0]))};
+  };
+  std::vector<Tensor> args{random_tensor({4, 8}, DType::f32, 1), random_tensor({5, 8, 8}, DType::f32, 2) * 0.3};
+  ir::Graph off =
+      compiler::rematerialize(test::trace_loss_and_grads(scan_loss, args)->graph, RematPolicy::offload);
+  EXPECT_EQ(compiler::offloaded_activation_bytes(off), 5 * 4 * 8 * 4) << "the 5 saved [4, 8] carries";
+  EXPECT_EQ(compiler::plan_memory(off, {}).offload_peak_bytes, 5 * 4 * 8 * 4);
+  ValueAndGrad none, offloaded;
+  for (auto [p, out] : {std::pair{RematPolicy::none, &none}, {RematPolicy::offload, &offloaded}}) {
+    GradOptions o;
+    o.remat = p;
+    *out = value_and_grad(scan_loss, o)(args);
+  }
+  expect_same(none, offloaded, "scan, offload");
+  CompiledFunction compiled = compile([&](const std::vector<Tensor>& a) {
+    GradOptions o;
+    o.remat = RematPolicy::offload;
+    ValueAndGrad r = value_and_grad(scan_loss, o)(a);
+    return std::vector<Tensor>{r.values[0], r.grads[0], r.grads[1]};
+  });
+  std::vector<Tensor> got = compiled(args);
+  EXPECT_EQ(got[0].item<float>(), none.values[0].item<float>());
+  EXPECT_EQ(got[2].to_vector<float>(), none.grads[1].to_vector<float>());
+  EXPECT_EQ(compiled.last_executable().stats().offload_bytes, 5 * 4 * 8 * 4);
 }
 
 TEST(Offload, MemoryPlanKeepsOffloadedValuesInTheirOwnArena) {

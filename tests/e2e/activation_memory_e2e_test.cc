@@ -116,15 +116,17 @@ TEST_F(ActivationMemory, OffloadDeferAndFuse) {
   EXPECT_GT(off.offload_peak, 0);
 }
 
-TEST_F(ActivationMemory, OffloadUnderScanIsRefused) {
-  CliRun r = run_cli("train --config llama3_debug --training.steps 1 --compile.scan_layers"
-                     " --activation_checkpoint.mode offload --job.dump_folder " +
-                     (root_ / "scan_offload").string());
-  EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.output.find("activation_checkpoint.mode: offload does not work with compile.scan_layers"),
-            std::string::npos)
-      << r.output;
-  EXPECT_FALSE(fs::exists(root_ / "scan_offload" / "metrics.jsonl"));
+// Under scan the saved activations are the scan's per-layer carries (one
+// [batch, seq, dim] per layer, as full checkpointing keeps): they move to the
+// offload pool, with the same losses. They are small next to this model's
+// peak, so the peak is only checked not to rise.
+TEST_F(ActivationMemory, OffloadUnderScan) {
+  const std::string rung = "--compile.graph_trainer --compile.scan_layers";
+  TrainedRun none = train("scan_none", rung + " --activation_checkpoint.mode none");
+  TrainedRun off = train("scan_offload", rung + " --activation_checkpoint.mode offload");
+  EXPECT_EQ(none.losses, off.losses);
+  EXPECT_GE(off.offload_peak, 4 * 8 * 128 * 64 * 4) << "4 layers' f32 [8, 128, 64] carries";
+  EXPECT_LE(off.peak, none.peak);
 }
 
 }  // namespace

@@ -108,6 +108,10 @@ const std::vector<Rung> kRungs = {
     {"graph_trainer_offload",
      "--runtime.eager_mode strict --compile.graph_trainer --activation_checkpoint.mode offload",
      "graph trainer (the whole step as one program)"},
+    {"scan_graph_trainer_offload",
+     "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer"
+     " --activation_checkpoint.mode offload",
+     "graph trainer (the whole step as one program, the layers as one scan)"},
 };
 
 // Rounds of --override flags that together switch on every registered
