@@ -8,16 +8,20 @@
 
 namespace kiln::cuda {
 
-void* DeviceMemory::allocate(size_t bytes) {
-  DeviceGuard on(device_);
+void* allocate_or_null(int device, const std::function<cudaError_t(void** p)>& alloc) {
+  DeviceGuard on(device);
   void* p = nullptr;
-  cudaError_t err = cudaMalloc(&p, bytes);
+  cudaError_t err = alloc(&p);
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // not sticky: clear it, the caller retries or reports
     return nullptr;
   }
   KILN_CUDA_CHECK(err);
   return p;
+}
+
+void* DeviceMemory::allocate(size_t bytes) {
+  return allocate_or_null(device_, [bytes](void** p) { return cudaMalloc(p, bytes); });
 }
 
 void DeviceMemory::release(void* p, size_t) {

@@ -7,9 +7,18 @@
 // Blocks go back to the driver only in empty_cache(), through cudaFree,
 // which waits for the device first.
 #pragma once
+#include <cuda_runtime.h>
+
+#include <functional>
+
 #include "kiln/runtime/backend.h"  // MemoryStats, RawMemory
 
 namespace kiln::cuda {
+
+// Runs `alloc` (cudaMalloc, cudaHostAlloc, ...) with `device` current: the
+// pointer, or nullptr when CUDA is out of that memory (the error is
+// cleared, so the caller can empty its cache and retry, or report).
+void* allocate_or_null(int device, const std::function<cudaError_t(void** p)>& alloc);
 
 class DeviceMemory final : public RawMemory {
  public:

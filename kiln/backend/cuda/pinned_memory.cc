@@ -3,21 +3,16 @@
 #include <cuda_runtime.h>
 
 #include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/device_memory.h"
 #include "kiln/backend/cuda/devices.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cuda {
 
 void* PinnedMemory::allocate(size_t bytes) {
-  DeviceGuard on(device_);
-  void* p = nullptr;
-  cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
-  if (err == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // not sticky: clear it, the caller retries or reports
-    return nullptr;
-  }
-  KILN_CUDA_CHECK(err);
-  return p;
+  return allocate_or_null(device_, [bytes](void** p) {
+    return cudaHostAlloc(p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+  });
 }
 
 void PinnedMemory::release(void* p, size_t) {
