@@ -34,8 +34,10 @@ struct Arenas {
     if (stats.offload_bytes > 0)
       offload = std::make_shared<Storage>(d, size_t(stats.offload_bytes), Pool::offload);
   }
+  // An offloaded value of no bytes has no arena to point into (nor a read).
   char* at(const Slot& s) const {
-    return static_cast<char*>(s.kind == Slot::offload_arena ? offload->data : device->data) + s.where;
+    if (s.kind != Slot::offload_arena) return static_cast<char*>(device->data) + s.where;
+    return offload ? static_cast<char*>(offload->data) + s.where : nullptr;
   }
 };
 
