@@ -171,9 +171,11 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
     else b->exe = get_executable(rec->graph, device, po);
     return std::shared_ptr<const Built>(std::move(b));
   };
-  const bool cached = ranges ? SegmentedProgram::cached(g, *ranges, device, po)
-                             : executable_cached(g, device, po);
-  if (options_.compile_in_background && !cached) {
+  // Only a background build asks the cache first (a segmented check plans every segment).
+  auto cached = [&] {
+    return ranges ? SegmentedProgram::cached(g, *ranges, device, po) : executable_cached(g, device, po);
+  };
+  if (options_.compile_in_background && !cached()) {
     auto promise = std::make_shared<std::promise<std::shared_ptr<const Built>>>();
     e->pending = promise->get_future().share();
     submit_compile_job([promise, build] {
