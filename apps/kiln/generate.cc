@@ -2,6 +2,7 @@
 // model folder, streaming it to stdout as it is decoded.
 #include "kiln/models/generate.h"
 
+#include <algorithm>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -17,6 +18,7 @@ namespace {
 struct GenerateArgs {
   std::string checkpoint, hf, tokenizer, prompt;
   int64_t max_new_tokens = 100;
+  int64_t max_length = 0;  // 0: the prompt and the new tokens, rounded up
   SamplingOptions sampling{0.8, 0, 1.0};
   uint64_t seed = 0;
 };
@@ -28,6 +30,14 @@ std::string_view printable_suffix(const std::string& text, size_t printed) {
   std::string_view s(text);
   if (s.ends_with("\xEF\xBF\xBD")) s.remove_suffix(3);
   return s.size() > printed ? s.substr(printed) : std::string_view();
+}
+
+// The decoder's bound when --max-length is not given: the prompt and the new
+// tokens, rounded up to a multiple of 256 so that nearby lengths share
+// their programs (in the compile cache, across runs too).
+int64_t cache_length(const GenerateArgs& a, size_t prompt, int64_t seq_len) {
+  const int64_t need = int64_t(prompt) + std::max<int64_t>(a.max_new_tokens, 1);
+  return std::min(seq_len, (need + 255) / 256 * 256);
 }
 
 void generate(const GenerateArgs& a) {
@@ -53,16 +63,22 @@ void generate(const GenerateArgs& a) {
   std::vector<int32_t> no_token;
   for (int32_t id = 0; id < model_vocab; ++id)
     if (!tok.has_id(id)) no_token.push_back(id);
-  KVCacheDecoder decoder(*m.model);
+  const int64_t seq_len = m.model->config().seq_len;
+  KILN_CHECK(int64_t(ids.size()) <= seq_len, "the prompt is ", ids.size(),
+             " tokens, more than the model's sequence length of ", seq_len);
+  KILN_CHECK(a.max_length >= 0 && a.max_length <= seq_len, "--max-length must be in [0, ",
+             seq_len, "] (the model's sequence length), got ", a.max_length);
+  KVCacheDecoder decoder(*m.model, 1,
+                         a.max_length > 0 ? a.max_length : cache_length(a, ids.size(), seq_len));
   KILN_CHECK(int64_t(ids.size()) <= decoder.max_length(), "the prompt is ", ids.size(),
-             " tokens, more than the model's sequence length of ", decoder.max_length());
+             " tokens, more than --max-length ", decoder.max_length());
   std::cerr << "generating from " << m.description << std::endl;
   std::mt19937_64 rng(a.seed);
   std::cout << a.prompt << std::flush;
   std::vector<int32_t> generated;
   std::string text;
   size_t printed = 0;
-  std::vector<float> logits = decoder.step(ids);
+  std::vector<float> logits = decoder.prefill({ids})[0];
   for (int64_t i = 0; i < a.max_new_tokens; ++i) {
     for (int32_t id : no_token) logits[size_t(id)] = -std::numeric_limits<float>::infinity();
     int32_t next = sample_token(logits, a.sampling, rng);
@@ -72,8 +88,8 @@ void generate(const GenerateArgs& a) {
     std::string_view fresh = printable_suffix(text, printed);
     std::cout << fresh << std::flush;
     printed += fresh.size();
-    if (i + 1 == a.max_new_tokens || decoder.length() >= decoder.max_length()) break;
-    logits = decoder.step({next});
+    if (i + 1 == a.max_new_tokens || decoder.lengths()[0] >= decoder.max_length()) break;
+    logits = decoder.decode({next})[0];
   }
   std::cout << text.substr(std::min(printed, text.size())) << std::endl;
 }
@@ -90,6 +106,12 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer, "A tokenizer.json to use instead of the model's");
   cmd->add_option("--prompt", args->prompt, "The text to continue")->required();
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens to generate at most")
+      ->capture_default_str();
+  cmd->add_option("--max-length", args->max_length,
+                  "Tokens the decoder's cache holds (prompt and new ones); the prompt is padded "
+                  "to it, so every prompt length runs the same compiled programs. 0: the prompt "
+                  "and --max-new-tokens rounded up to a multiple of 256, at most the model's "
+                  "seq_len")
       ->capture_default_str();
   cmd->add_option("--temperature", args->sampling.temperature, "Sampling temperature; 0 is greedy")
       ->capture_default_str();

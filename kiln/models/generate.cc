@@ -6,6 +6,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/ops/attention.h"
+#include "kiln/ops/indexing.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/rope.h"
@@ -14,58 +15,136 @@
 namespace kiln {
 namespace {
 
-// nn::Attention::forward with the keys and values of earlier positions
-// taken from (and the new ones appended to) the cache. Causal attention is
-// bottom-right aligned, so the new queries see every cached key and the new
-// keys up to their own position.
-Tensor cached_attention(const nn::Attention& at, const Tensor& x, const RopeTables& tables,
-                        Tensor& k_cache, Tensor& v_cache) {
-  const nn::AttentionConfig& c = at.config;
-  const int64_t B = x.dim(0), S = x.dim(1), hd = c.head_dim;
-  Tensor q = at.q_proj.forward(x).reshape({B, S, c.n_heads, hd});
-  Tensor k = at.k_proj.forward(x).reshape({B, S, c.n_kv_heads, hd});
-  Tensor v = at.v_proj.forward(x).reshape({B, S, c.n_kv_heads, hd});
-  if (at.q_norm) q = at.q_norm->forward(q), k = at.k_norm->forward(k);
-  q = rope(q, tables.cos, tables.sin).transpose(1, 2);
-  k = rope(k, tables.cos, tables.sin).transpose(1, 2);
-  v = v.transpose(1, 2);
-  k_cache = k_cache.defined() ? concat({k_cache, k}, 2) : k.contiguous();
-  v_cache = v_cache.defined() ? concat({v_cache, v}, 2) : v.contiguous();
-  AttentionOptions options;
-  options.causal = true;
-  Tensor o = at.attend(q, k_cache, v_cache, options);
-  return at.o_proj.forward(o.transpose(1, 2).reshape({B, S, c.n_heads * hd}));
+// The decode step's caches (arguments 2, 3, ...) become its updated caches in place.
+std::vector<int> cache_arguments(const CausalLM& model) {
+  std::vector<int> args(2 * model.model.layers.size());
+  std::iota(args.begin(), args.end(), 2);
+  return args;
 }
 
 }  // namespace
 
-KVCacheDecoder::KVCacheDecoder(const CausalLM& model)
-    : model_(model), k_(model.model.layers.size()), v_(model.model.layers.size()) {}
+KVCacheDecoder::KVCacheDecoder(const CausalLM& model, int64_t batch, int64_t max_length)
+    : model_(model),
+      batch_(batch),
+      max_length_(max_length == 0 ? model.config().seq_len : max_length),
+      device_(model.lm_head_weight().device()),
+      prefill_([this](const std::vector<Tensor>& a) { return run_prefill(a); },
+               {.name = "generate: prefill"}),
+      decode_([this](const std::vector<Tensor>& a) { return run_decode(a); },
+              {.name = "generate: decode", .donate = cache_arguments(model)}) {
+  KILN_CHECK(batch_ >= 1, "KVCacheDecoder: batch must be >= 1, got ", batch_);
+  KILN_CHECK(max_length_ >= 1 && max_length_ <= model.config().seq_len,
+             "KVCacheDecoder: max_length must be in [1, ", model.config().seq_len,
+             "] (the model's seq_len, as far as its rotary tables reach), got ", max_length_);
+}
 
-int64_t KVCacheDecoder::max_length() const { return model_.config().seq_len; }
-
-std::vector<float> KVCacheDecoder::step(const std::vector<int32_t>& tokens) {
-  const int64_t n = int64_t(tokens.size());
-  KILN_CHECK(n > 0, "KVCacheDecoder: no tokens to run");
-  KILN_CHECK(length_ + n <= max_length(), "generation reached the model's sequence length (",
-             max_length(), " tokens): use a shorter prompt or fewer new tokens");
+// ids [B, L] (prompts padded at the end), last [B]: each row's last prompt
+// position. Causal attention keeps padding out of every earlier position,
+// so the logits at `last` and the cached keys and values below it are the
+// unpadded prompt's. Returns the logits there, then each layer's k and v.
+std::vector<Tensor> KVCacheDecoder::run_prefill(const std::vector<Tensor>& args) const {
+  const Tensor &ids = args[0], &last = args[1];
   const TransformerModel& m = model_.model;
-  Tensor ids = from_vector(tokens, {1, n});
-  Tensor positions = arange(double(length_), double(length_ + n)).reshape({1, n});
+  const int64_t B = ids.dim(0), L = ids.dim(1), dim = model_.config().dim;
   Tensor x = m.embed_tokens.forward(ids);
-  RopeTables rope = m.rotary.tables(n, x.dtype(), positions);
+  RopeTables rope = m.rotary.tables(L, x.dtype());
+  std::vector<Tensor> out(1);
+  AttentionOptions causal;
+  causal.causal = true;
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const TransformerBlock& block = m.layers[l];
-    Tensor h =
-        x + cached_attention(block.self_attn, block.input_layernorm.forward(x), rope, k_[l], v_[l]);
-    Tensor normed = block.post_attention_layernorm.forward(h);
+    const nn::Attention& at = block.self_attn;
+    nn::Attention::Heads h = at.project(block.input_layernorm.forward(x), rope.cos, rope.sin);
     nn::Routing routing;
-    x = h + (block.moe ? block.moe->forward(normed, &routing) : block.mlp->forward(normed));
+    x = block.feed_forward(x + at.output(at.attend(h.q, h.k, h.v, causal)), &routing);
+    out.push_back(h.k.contiguous());
+    out.push_back(h.v.contiguous());
   }
-  Tensor last = m.norm.forward(x).select(1, n - 1);  // [1, dim]
-  Tensor logits = matmul(last, model_.lm_head_weight(), false, true);
-  length_ += n;
-  return logits.to(DType::f32).to_vector<float>();
+  Tensor at_last = gather(m.norm.forward(x), 1, last.reshape({B, 1, 1}).expand({B, 1, dim}));
+  out[0] = matmul(at_last.reshape({B, dim}), model_.lm_head_weight(), false, true).to(DType::f32);
+  return out;
+}
+
+// tokens [B, 1] at positions pos [B], then the caches: each row's new key
+// and value are written at its position, and its query sees the cache up to
+// it. Returns the logits, then the updated caches.
+std::vector<Tensor> KVCacheDecoder::run_decode(const std::vector<Tensor>& args) const {
+  const Tensor &tokens = args[0], &pos = args[1];
+  const TransformerModel& m = model_.model;
+  const int64_t B = tokens.dim(0), L = max_length_, dim = model_.config().dim;
+  Tensor x = m.embed_tokens.forward(tokens);
+  RopeTables rope = m.rotary.tables(1, x.dtype(), pos.reshape({B, 1}));
+  Tensor key_pos = arange(0, double(L), 1, DType::i64, device_);
+  Tensor write = eq(key_pos.reshape({1, 1, L, 1}), pos.reshape({B, 1, 1, 1}));
+  Tensor allowed = le(key_pos.reshape({1, L}), pos.reshape({B, 1})).reshape({B, 1, L});
+  std::vector<Tensor> out(1);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const TransformerBlock& block = m.layers[l];
+    const nn::Attention& at = block.self_attn;
+    nn::Attention::Heads h = at.project(block.input_layernorm.forward(x), rope.cos, rope.sin);
+    Tensor k = where(write, h.k, args[2 + 2 * l]), v = where(write, h.v, args[3 + 2 * l]);
+    nn::Routing routing;
+    x = block.feed_forward(x + at.output(nn::masked_attention(h.q, k, v, allowed)), &routing);
+    out.push_back(k);
+    out.push_back(v);
+  }
+  Tensor last = m.norm.forward(x).reshape({B, dim});
+  out[0] = matmul(last, model_.lm_head_weight(), false, true).to(DType::f32);
+  return out;
+}
+
+std::vector<std::vector<float>> KVCacheDecoder::rows(const Tensor& logits) const {
+  std::vector<float> all = logits.to_vector<float>();
+  const size_t V = size_t(logits.dim(1));
+  std::vector<std::vector<float>> out;
+  for (size_t b = 0; b < lengths_.size(); ++b)
+    out.emplace_back(all.begin() + long(b * V), all.begin() + long((b + 1) * V));
+  return out;
+}
+
+std::vector<std::vector<float>> KVCacheDecoder::prefill(
+    const std::vector<std::vector<int32_t>>& prompts) {
+  KILN_CHECK(!prompts.empty() && int64_t(prompts.size()) <= batch_, "KVCacheDecoder: ",
+             prompts.size(), " prompts for a batch of ", batch_);
+  std::vector<int32_t> ids(size_t(batch_ * max_length_), 0);
+  std::vector<int64_t> last(size_t(batch_), 0);  // unused rows: one padding token
+  lengths_.clear();
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const int64_t n = int64_t(prompts[b].size());
+    KILN_CHECK(n >= 1 && n <= max_length_, "prompt ", b, " has ", n,
+               " tokens; the decoder takes 1 to ", max_length_, " (its max_length)");
+    std::copy(prompts[b].begin(), prompts[b].end(), ids.begin() + long(b) * max_length_);
+    last[b] = n - 1;
+    lengths_.push_back(n);
+  }
+  std::vector<Tensor> out = prefill_({from_vector(ids, {batch_, max_length_}, device_),
+                                      from_vector(last, {batch_}, device_)});
+  cache_.assign(out.begin() + 1, out.end());
+  return rows(out[0]);
+}
+
+std::vector<std::vector<float>> KVCacheDecoder::decode(const std::vector<int32_t>& tokens) {
+  KILN_CHECK(!lengths_.empty(), "KVCacheDecoder: decode before prefill");
+  KILN_CHECK(tokens.size() == lengths_.size(), "KVCacheDecoder: ", tokens.size(),
+             " tokens for ", lengths_.size(), " prompts");
+  std::vector<int32_t> ids(size_t(batch_), 0);
+  std::vector<int64_t> pos(size_t(batch_), 0);  // unused rows rewrite position 0
+  for (size_t b = 0; b < tokens.size(); ++b) {
+    KILN_CHECK(lengths_[b] < max_length_, "generation reached the decoder's max_length (",
+               max_length_, " tokens) in row ", b,
+               ": use a shorter prompt, fewer new tokens or a larger max length");
+    ids[b] = tokens[b];
+    pos[b] = lengths_[b];
+  }
+  std::vector<Tensor> args = {from_vector(ids, {batch_, 1}, device_),
+                              from_vector(pos, {batch_}, device_)};
+  args.insert(args.end(), cache_.begin(), cache_.end());
+  cache_.clear();  // donated
+  std::vector<Tensor> out = decode_(args);
+  cache_.assign(out.begin() + 1, out.end());
+  for (int64_t& n : lengths_) ++n;
+  return rows(out[0]);
 }
 
 void check_sampling(const SamplingOptions& o) {

@@ -8,27 +8,50 @@
 #include <vector>
 
 #include "kiln/models/transformer.h"
+#include "kiln/runtime/compile.h"
 
 namespace kiln {
 
+// Decoding with shapes bounded once: a cache of max_length positions per
+// layer for `batch` rows. Prompts of any length up to the bound are padded
+// to it and every row's logical length is a runtime input (positions, the
+// cache write and the attention mask are computed from it inside the
+// program), so prefill and decode compile one program each, whatever the
+// prompt lengths and however long the generation. Rows are independent:
+// padding changes no row's logits (MoE layers route each token on its own).
 class KVCacheDecoder {
  public:
-  // `model` must outlive the decoder.
-  explicit KVCacheDecoder(const CausalLM& model);
+  // `model` must outlive the decoder. max_length 0: the model's seq_len, as
+  // far as its rotary tables reach.
+  explicit KVCacheDecoder(const CausalLM& model, int64_t batch = 1, int64_t max_length = 0);
+  KVCacheDecoder(const KVCacheDecoder&) = delete;  // its programs call back into this object
+  KVCacheDecoder& operator=(const KVCacheDecoder&) = delete;
 
-  // Runs `tokens` at positions [length(), length() + n) and returns the
-  // next-token logits after the last of them (as f32). The total length is
-  // limited to max_length(); beyond it is a kiln::Error.
-  std::vector<float> step(const std::vector<int32_t>& tokens);
+  // Starts over with 1..batch() prompts of 1..max_length() tokens, one per
+  // row; returns each prompt's next-token logits (f32, one vector per prompt).
+  std::vector<std::vector<float>> prefill(const std::vector<std::vector<int32_t>>& prompts);
+  // One more token per prompt, each at its row's next position; a row at
+  // max_length() is a kiln::Error.
+  std::vector<std::vector<float>> decode(const std::vector<int32_t>& tokens);
 
-  int64_t length() const { return length_; }
-  // The model's seq_len: how far its rotary tables reach.
-  int64_t max_length() const;
+  // Tokens in the cache, per prompt.
+  const std::vector<int64_t>& lengths() const { return lengths_; }
+  int64_t max_length() const { return max_length_; }
+  int64_t batch() const { return batch_; }
+  // Signatures compiled so far: 2 once both have run, for any lengths.
+  size_t num_programs() const { return prefill_.num_signatures() + decode_.num_signatures(); }
 
  private:
+  std::vector<Tensor> run_prefill(const std::vector<Tensor>& args) const;
+  std::vector<Tensor> run_decode(const std::vector<Tensor>& args) const;
+  std::vector<std::vector<float>> rows(const Tensor& logits) const;
+
   const CausalLM& model_;
-  std::vector<Tensor> k_, v_;  // per layer: [1, n_kv_heads, length, head_dim]
-  int64_t length_ = 0;
+  int64_t batch_, max_length_;
+  Device device_;
+  CompiledFunction prefill_, decode_;
+  std::vector<Tensor> cache_;     // per layer k then v: [batch, n_kv_heads, max_length, head_dim]
+  std::vector<int64_t> lengths_;  // per prompt
 };
 
 struct SamplingOptions {

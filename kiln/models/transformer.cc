@@ -62,7 +62,11 @@ TransformerBlock::TransformerBlock(const ModelConfig& c, int64_t layer, DType dt
 
 Tensor TransformerBlock::forward(const Tensor& x, const RopeTables& rope, const Tensor& doc_ids,
                                  nn::Routing* routing) const {
-  Tensor h = x + self_attn.forward(input_layernorm.forward(x), rope.cos, rope.sin, doc_ids);
+  return feed_forward(
+      x + self_attn.forward(input_layernorm.forward(x), rope.cos, rope.sin, doc_ids), routing);
+}
+
+Tensor TransformerBlock::feed_forward(const Tensor& h, nn::Routing* routing) const {
   Tensor n = post_attention_layernorm.forward(h);
   return h + (moe ? moe->forward(n, routing) : mlp->forward(n));
 }

@@ -49,6 +49,8 @@ class TransformerBlock : public nn::Module {
   // x [B, S, dim]; `routing` receives the MoE router's decisions (MoE layers).
   Tensor forward(const Tensor& x, const RopeTables& rope, const Tensor& doc_ids,
                  nn::Routing* routing) const;
+  // The block's second half, after attention's residual h: h + mlp(norm(h)).
+  Tensor feed_forward(const Tensor& h, nn::Routing* routing) const;
   bool is_moe() const { return moe != nullptr; }
 
   nn::Attention self_attn;

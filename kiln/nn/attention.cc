@@ -42,6 +42,13 @@ Attention::Attention(const AttentionConfig& c, DType dtype)
 
 Tensor Attention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
                           const Tensor& doc_ids) const {
+  Heads h = project(x, cos, sin);
+  AttentionOptions options;
+  options.causal = true;
+  return output(attend(h.q, h.k, h.v, options, doc_ids));
+}
+
+Attention::Heads Attention::project(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
   KILN_CHECK(x.rank() == 3 && x.dim(2) == config.dim, "Attention: x must be [batch, seq, ",
              config.dim, "], got ", dtype_name(x.dtype()), x.shape());
   const int64_t B = x.dim(0), S = x.dim(1), hd = config.head_dim;
@@ -53,39 +60,49 @@ Tensor Attention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
   Tensor k = k_proj.forward(in).reshape({B, S, -1, hd});
   Tensor v = v_proj.forward(in).reshape({B, S, -1, hd});
   if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
-  q = rope(q, cos, sin).transpose(1, 2);
-  k = rope(k, cos, sin).transpose(1, 2);
-  v = v.transpose(1, 2);
+  return {rope(q, cos, sin).transpose(1, 2), rope(k, cos, sin).transpose(1, 2), v.transpose(1, 2)};
+}
 
-  AttentionOptions options;
-  options.causal = true;
-  Tensor o = attend(q, k, v, options, doc_ids);
-  return o_proj.forward(o.transpose(1, 2).reshape({B, S, -1}));
+Tensor Attention::output(const Tensor& o) const {
+  return o_proj.forward(o.transpose(1, 2).reshape({o.dim(0), o.dim(2), -1}));
+}
+
+Tensor masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
+  KILN_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4 && q.dim(1) % k.dim(1) == 0 &&
+                 k.dim(2) == v.dim(2),
+             "masked_attention: q [B, Hq, Sq, D], k [B, Hkv, Sk, D] and v [B, Hkv, Sk, Dv] "
+             "with Hq a multiple of Hkv; got ", q.shape(), ", ", k.shape(), " and ", v.shape());
+  const int64_t B = q.dim(0), Hkv = k.dim(1), G = q.dim(1) / Hkv, Sq = q.dim(2), D = q.dim(3),
+                Sk = k.dim(2);
+  KILN_CHECK(allowed.rank() == 3 && (allowed.dim(0) == B || allowed.dim(0) == 1) &&
+                 allowed.dim(1) == Sq && allowed.dim(2) == Sk && allowed.dtype() == DType::b8,
+             "masked_attention: allowed must be bool [", B, " or 1, ", Sq, ", ", Sk, "], got ",
+             dtype_name(allowed.dtype()), allowed.shape());
+  const DType ct = ops::compute_dtype(q.dtype());
+  // Query heads grouped by the kv head they read: [B, Hkv, G, Sq, D].
+  Tensor qg = q.reshape({B, Hkv, G, Sq, D}).to(ct);
+  Tensor scores = matmul(qg, k.unsqueeze(2).to(ct), false, true) * (1.0 / std::sqrt(double(D)));
+  double lowest = ct == DType::f64 ? std::numeric_limits<double>::lowest()
+                                   : double(std::numeric_limits<float>::lowest());
+  scores = where(allowed.reshape({allowed.dim(0), 1, 1, Sq, Sk}), scores, scalar(lowest, ct));
+  Tensor p = softmax(scores, -1).to(v.dtype());
+  return matmul(p, v.unsqueeze(2)).reshape({B, Hkv * G, Sq, v.dim(3)});
 }
 
 Tensor document_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& doc_ids) {
-  KILN_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4 && q.dim(1) % k.dim(1) == 0 &&
-                 q.dim(2) == k.dim(2),
-             "document_causal_attention: q [B, Hq, S, D], k [B, Hkv, S, D] and v [B, Hkv, S, Dv] "
-             "with Hq a multiple of Hkv; got ", q.shape(), ", ", k.shape(), " and ", v.shape());
-  const int64_t B = q.dim(0), Hkv = k.dim(1), G = q.dim(1) / Hkv, S = q.dim(2), D = q.dim(3);
+  const int64_t B = q.dim(0), S = q.dim(2);
+  KILN_CHECK(q.rank() == 4 && k.rank() == 4 && k.dim(2) == S,
+             "document_causal_attention: q [B, Hq, S, D] and k [B, Hkv, S, D]; got ", q.shape(),
+             " and ", k.shape());
   KILN_CHECK(doc_ids.rank() == 2 && doc_ids.dim(0) == B && doc_ids.dim(1) == S &&
                  is_integer(doc_ids.dtype()),
              "document_causal_attention: doc_ids must be i32/i64 [", B, ", ", S, "], got ",
              dtype_name(doc_ids.dtype()), doc_ids.shape());
-  const DType ct = ops::compute_dtype(q.dtype());
-  // Query heads grouped by the kv head they read: [B, Hkv, G, S, D].
-  Tensor qg = q.reshape({B, Hkv, G, S, D}).to(ct);
-  Tensor scores = matmul(qg, k.unsqueeze(2).to(ct), false, true) * (1.0 / std::sqrt(double(D)));
-  Tensor pos = arange(0, double(S));
+  Tensor pos = arange(0, double(S), 1, DType::i64, q.device());
   Tensor allowed = logical_and(le(pos, pos.unsqueeze(-1)),  // [S, S]: key <= query
                                eq(doc_ids.unsqueeze(-1), doc_ids.unsqueeze(1)));  // [B, S, S]
-  double lowest = ct == DType::f64 ? std::numeric_limits<double>::lowest()
-                                   : double(std::numeric_limits<float>::lowest());
-  scores = where(allowed.reshape({B, 1, 1, S, S}), scores, scalar(lowest, ct));
-  Tensor p = softmax(scores, -1).to(v.dtype());
-  return matmul(p, v.unsqueeze(2)).reshape({B, Hkv * G, S, v.dim(3)});
+  return masked_attention(q, k, v, allowed);
 }
 
 }  // namespace kiln::nn

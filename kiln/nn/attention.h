@@ -37,6 +37,15 @@ class Attention : public Module {
   // only earlier tokens of its own document. Returns [B, S, dim].
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
                  const Tensor& doc_ids = Tensor()) const;
+  // forward's steps, for callers that attend differently (a KV cache): the
+  // projected, normalised and rotated heads of x, q [B, Hq, S, head_dim] and
+  // k, v [B, Hkv, S, head_dim] (this rank's heads under tensor parallelism)...
+  struct Heads {
+    Tensor q, k, v;
+  };
+  Heads project(const Tensor& x, const Tensor& cos, const Tensor& sin) const;
+  // ...and the output projection of the attention result o [B, Hq, S, Dv]: [B, S, dim].
+  Tensor output(const Tensor& o) const;
   // The configured implementation on projected, rotated heads (AttentionFn).
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
                 const Tensor& doc_ids = Tensor()) const {
@@ -51,6 +60,12 @@ class Attention : public Module {
  private:
   AttentionFn attend_;
 };
+
+// Attention of q [B, Hq, Sq, D] to k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv]
+// (GQA) where query i sees key j only where allowed[b, i, j] (bool [B, Sq,
+// Sk], or [1, Sq, Sk] for every row), materialising the scores. Scores and
+// softmax in f32 (f64 for f64). A query that sees no key gets the mean of v.
+Tensor masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed);
 
 // Causal attention of q [B, Hq, S, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv]
 // (GQA) where query i sees key j only if j <= i and doc_ids[b, i] ==
