@@ -9,16 +9,14 @@
 #include "kiln/ops/random.h"
 #include "kiln/runtime/compile.h"
 #include "kiln/runtime/recording.h"
+#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
 
 const char* const kFamilies[] = {"llama3_debug", "qwen3_debug", "qwen3_moe_debug"};
 
-Tensor random_ids(int64_t B, int64_t S, int64_t vocab, uint64_t seed) {
-  Generator g(seed);
-  return (rand({B, S}, g) * double(vocab)).to(DType::i64);
-}
+using test::random_ids;
 
 ValueAndGrad loss_and_grads(CausalLM& m, const Tensor& ids, bool scan_layers) {
   return nn::value_and_grad(m, [&] {

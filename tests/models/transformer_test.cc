@@ -20,10 +20,7 @@ using test::all_close;
 
 const char* const kFamilies[] = {"llama3_debug", "qwen3_debug", "qwen3_moe_debug"};
 
-Tensor random_ids(int64_t B, int64_t S, int64_t vocab, uint64_t seed) {
-  Generator g(seed);
-  return (rand({B, S}, g) * double(vocab)).to(DType::i64);
-}
+using test::random_ids;
 
 std::set<std::string> names_of(nn::Module& m) {
   std::set<std::string> out;

@@ -4,6 +4,8 @@
 
 #include "kiln/base/error.h"
 #include "kiln/ir/op.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
 
 namespace kiln::test {
 
@@ -26,6 +28,11 @@ namespace kiln::test {
                                        << first << ": " << a[first] << " vs " << b[first]
                                        << "; worst abs error " << worst << " (rtol " << rtol
                                        << ", atol " << atol << ")";
+}
+
+Tensor random_ids(int64_t B, int64_t S, int64_t vocab, uint64_t seed) {
+  Generator g(seed);
+  return (rand({B, S}, g) * double(vocab)).to(DType::i64);
 }
 
 ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol, double atol) {

@@ -15,6 +15,9 @@ namespace kiln::test {
                                      double rtol, double atol);
 ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol, double atol);
 
+// Token ids [B, S] (i64) drawn uniformly from [0, vocab) by Generator(seed).
+Tensor random_ids(int64_t B, int64_t S, int64_t vocab, uint64_t seed);
+
 // Runs `f`, which must throw kiln::Error with `part` in its message.
 void expect_error(const std::function<void()>& f, const std::string& part);
 
