@@ -44,6 +44,7 @@
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
 #include "kiln/train/tensor_parallel.h"
+#include "kiln/train/validation.h"
 
 namespace fs = std::filesystem;
 
@@ -305,25 +306,14 @@ StepResult Run::train_step(double lr) {
 
 double Run::validate() {
   nn::ParameterScope scope(*s_.model, s_.dist->compute_params(s_.masters, s_.policy));
-  val_loader_->reset();
-  // Global batches, split over the dp ranks as in training: any mesh
-  // evaluates the same samples.
-  int64_t batches = c_.validation.steps;
-  if (batches == -1)
-    batches = std::max<int64_t>(1, val_loader_->windows_per_epoch() /
-                                       (c_.training.local_batch_size * s_.dist->dp_degree()));
-  double sum = 0;
-  for (int64_t i = 0; i < batches; ++i) {
-    data::Batch b;
-    {
-      profile::Span span("data", "next validation batch");
-      b = val_loader_->next();
-    }
-    ForwardOptions fo;
-    if (c_.data.document_mask) fo.doc_ids = b.doc_ids, fo.positions = b.positions;
-    sum += s_.dist->mean_loss(s_.model->forward(b.ids, b.targets, fo).ce_loss).item<float>();
-  }
-  return sum / double(batches);
+  ValidationPass pass;
+  pass.steps = c_.validation.steps;
+  pass.local_batch_size = c_.training.local_batch_size;
+  pass.dp_rank = mesh_.mesh()->coordinate("dp");
+  pass.dp_degree = s_.dist->dp_degree();
+  pass.document_mask = c_.data.document_mask;
+  pass.sum_over_dp = [this](const Tensor& t) { return s_.dist->sum_over_dp(t); };
+  return validation_loss(*s_.model, *val_loader_, pass);
 }
 
 // What a checkpoint holds of this rank's tensors: its dp_shard shards of the
