@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "kiln/base/error.h"
@@ -131,6 +132,10 @@ std::vector<std::vector<float>> KVCacheDecoder::decode(const std::vector<int32_t
   std::vector<int32_t> ids(size_t(batch_), 0);
   std::vector<int64_t> pos(size_t(batch_), 0);  // unused rows rewrite position 0
   for (size_t b = 0; b < tokens.size(); ++b) {
+    if (tokens[b] < 0) {  // a finished row rewrites a position it will never read
+      pos[b] = std::min(lengths_[b], max_length_ - 1);
+      continue;
+    }
     KILN_CHECK(lengths_[b] < max_length_, "generation reached the decoder's max_length (",
                max_length_, " tokens) in row ", b,
                ": use a shorter prompt, fewer new tokens or a larger max length");
@@ -143,7 +148,7 @@ std::vector<std::vector<float>> KVCacheDecoder::decode(const std::vector<int32_t
   cache_.clear();  // donated
   std::vector<Tensor> out = decode_(args);
   cache_.assign(out.begin() + 1, out.end());
-  for (int64_t& n : lengths_) ++n;
+  for (size_t b = 0; b < tokens.size(); ++b) lengths_[b] += tokens[b] >= 0;
   return rows(out[0]);
 }
 
@@ -181,6 +186,61 @@ int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& o,
   }
   std::discrete_distribution<size_t> pick(p.begin(), p.begin() + long(keep));
   return order[pick(rng)];
+}
+
+namespace {
+
+// log softmax(logits)[id], in double.
+double log_probability(const std::vector<float>& logits, int32_t id) {
+  const double top = *std::max_element(logits.begin(), logits.end());
+  double total = 0;
+  for (float l : logits) total += std::exp(double(l) - top);
+  return double(logits[size_t(id)]) - top - std::log(total);
+}
+
+}  // namespace
+
+std::vector<Completion> generate(KVCacheDecoder& decoder,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& o, const CompletionCallback& on_token) {
+  KILN_CHECK(o.max_new_tokens >= 0, "max_new_tokens must be >= 0, got ", o.max_new_tokens);
+  check_sampling(o.sampling);
+  std::vector<Completion> out(prompts.size());
+  if (o.max_new_tokens == 0) return out;
+  std::vector<std::mt19937_64> rngs;
+  for (size_t b = 0; b < prompts.size(); ++b) rngs.emplace_back(o.seed + b);
+  std::vector<std::vector<float>> logits = decoder.prefill(prompts);
+  const int64_t vocab = int64_t(logits[0].size());
+  for (const std::vector<int32_t>* ids : {&o.eos_ids, &o.banned_ids})
+    for (int32_t id : *ids)
+      KILN_CHECK(id >= 0 && id < vocab, "generate: token id ", id,
+                 " (an end-of-sequence or banned id) is outside the vocabulary of ", vocab);
+  for (;;) {
+    std::vector<int32_t> next(prompts.size(), -1);  // -1: the row has finished
+    bool running = false;
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      Completion& c = out[b];
+      if (!c.finish_reason.empty()) continue;
+      std::vector<float> allowed = logits[b];
+      for (int32_t id : o.banned_ids) allowed[size_t(id)] = -std::numeric_limits<float>::infinity();
+      const int32_t id = sample_token(allowed, o.sampling, rngs[b]);
+      if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) != o.eos_ids.end()) {
+        c.finish_reason = "eos";
+        continue;
+      }
+      c.ids.push_back(id);
+      c.logprobs.push_back(log_probability(logits[b], id));
+      if (on_token && on_token(b, c))
+        c.finish_reason = "stop";
+      else if (int64_t(c.ids.size()) == o.max_new_tokens ||
+               decoder.lengths()[b] == decoder.max_length())
+        c.finish_reason = "length";
+      else
+        next[b] = id, running = true;
+    }
+    if (!running) return out;
+    logits = decoder.decode(next);
+  }
 }
 
 }  // namespace kiln

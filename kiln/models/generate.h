@@ -4,6 +4,8 @@
 // token (greedy, temperature, top-k, top-p).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -31,7 +33,8 @@ class KVCacheDecoder {
   // row; returns each prompt's next-token logits (f32, one vector per prompt).
   std::vector<std::vector<float>> prefill(const std::vector<std::vector<int32_t>>& prompts);
   // One more token per prompt, each at its row's next position; a row at
-  // max_length() is a kiln::Error.
+  // max_length() is a kiln::Error. A negative token leaves its row as it is
+  // (a finished row of a batch): its logits are meaningless.
   std::vector<std::vector<float>> decode(const std::vector<int32_t>& tokens);
 
   // Tokens in the cache, per prompt.
@@ -66,5 +69,35 @@ void check_sampling(const SamplingOptions& options);
 // The next token drawn from `logits` under `options` with `rng`.
 int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& options,
                      std::mt19937_64& rng);
+
+struct GenerationOptions {
+  int64_t max_new_tokens = 100;
+  SamplingOptions sampling;
+  // End-of-sequence ids: a row stops when it draws one (it is not part of
+  // the completion).
+  std::vector<int32_t> eos_ids;
+  // Ids never drawn, e.g. those the tokenizer has no token for.
+  std::vector<int32_t> banned_ids;
+  // Row b draws with std::mt19937_64(seed + b): a prompt's completion does
+  // not depend on the others in its batch.
+  uint64_t seed = 0;
+};
+
+struct Completion {
+  std::vector<int32_t> ids;      // the tokens drawn, without an end-of-sequence id
+  std::vector<double> logprobs;  // the model's log-probability of each (temperature 1, all ids)
+  std::string finish_reason;     // "eos", "stop" (the callback said so) or "length"
+};
+
+// Called after each token a row draws; true stops the row (e.g. at a stop string).
+using CompletionCallback = std::function<bool(size_t row, const Completion& so_far)>;
+
+// Continues each prompt (at most decoder.batch() of them) until it draws an
+// end-of-sequence id, the callback stops it, it has max_new_tokens tokens or
+// the decoder's cache is full.
+std::vector<Completion> generate(KVCacheDecoder& decoder,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options,
+                                 const CompletionCallback& on_token = {});
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -154,14 +155,41 @@ void reject_unsupported(const Keys& k) {
 
 }  // namespace
 
-HfConfig parse_hf_config(std::string_view text, const std::string& source) {
+namespace {
+
+std::vector<int32_t> eos_ids(const json& j, const std::string& source) {
+  std::vector<int32_t> ids;
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
+  const json& v = j["eos_token_id"];
+  for (const json& id : v.is_array() ? v : json::array({v})) {
+    KILN_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 &&
+                   id.get<int64_t>() <= std::numeric_limits<int32_t>::max(),
+               source, ": \"eos_token_id\" must be a token id or a list of them, got ",
+               json_brief(v));
+    ids.push_back(id.get<int32_t>());
+  }
+  return ids;
+}
+
+json parse_object(std::string_view text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
     fail(source, ": not valid JSON: ", e.what());
   }
-  KILN_CHECK(j.is_object(), source, ": config.json must be a JSON object");
+  KILN_CHECK(j.is_object(), source, ": must be a JSON object");
+  return j;
+}
+
+}  // namespace
+
+std::vector<int32_t> parse_eos_token_ids(std::string_view text, const std::string& source) {
+  return eos_ids(parse_object(text, source), source);
+}
+
+HfConfig parse_hf_config(std::string_view text, const std::string& source) {
+  json j = parse_object(text, source);
   Keys k(j, source);
   const Family& f = detect_family(k);
   reject_unsupported(k);
@@ -211,6 +239,7 @@ HfConfig parse_hf_config(std::string_view text, const std::string& source) {
     }
   }
 
+  out.eos_token_ids = eos_ids(j, source);
   std::string dt = k.has("dtype") ? k.string("dtype", "") : k.string("torch_dtype", "");
   for (const auto& d : kTorchDTypes)
     if (dt == d.name) out.dtype = d.dtype;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/base/dtype.h"
 #include "kiln/models/config.h"
@@ -23,6 +24,7 @@ struct HfConfig {
   ModelConfig model;
   std::string architecture;    // e.g. "LlamaForCausalLM"
   std::optional<DType> dtype;  // "dtype" / "torch_dtype", when present and known
+  std::vector<int32_t> eos_token_ids;  // "eos_token_id": none, one or several
 };
 
 // Parses config.json text; `source` names it in errors (a path, usually).
@@ -30,6 +32,11 @@ struct HfConfig {
 // record) is min(max_position_embeddings, 4096).
 HfConfig parse_hf_config(std::string_view json_text, const std::string& source = "config.json");
 HfConfig read_hf_config(const std::string& path);
+
+// The "eos_token_id" of a config.json or generation_config.json text: an
+// id, a list of ids, or none (absent or null); kiln::Error naming `source`
+// otherwise.
+std::vector<int32_t> parse_eos_token_ids(std::string_view json_text, const std::string& source);
 
 // "LlamaForCausalLM" | "Qwen3ForCausalLM" | "Qwen3MoeForCausalLM" for the
 // config's family.

@@ -1,5 +1,6 @@
 #include "kiln/train/saved_run.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -51,9 +52,34 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   return std::make_unique<Tokenizer>(Tokenizer::load(path));
 }
 
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  KILN_CHECK(f.good(), "cannot read '", p.string(), "'");
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void add_ids(std::vector<int32_t>& to, const std::vector<int32_t>& ids) {
+  for (int32_t id : ids)
+    if (std::find(to.begin(), to.end(), id) == to.end()) to.push_back(id);
+}
+
+// The eos ids of an HF folder's generation_config.json, if it has one.
+std::vector<int32_t> generation_eos_ids(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path p = dir / "generation_config.json";
+  if (!fs::is_regular_file(p, ec)) return {};
+  return parse_eos_token_ids(read_text(p), p.string());
+}
+
+// No eos id recorded: the tokenizer's end-of-text token, if it has one.
+void add_tokenizer_eos(SavedModel& m) {
+  if (auto id = eos_token_id(*m.tokenizer); id && m.eos_ids.empty()) m.eos_ids.push_back(*id);
+}
+
 }  // namespace
 
-SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path) {
+SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path,
+                                 DType dtype) {
   LoadedCheckpoint ck = find_checkpoint(dir);
   KILN_CHECK(ck.config.contains("recipe") && ck.config["recipe"].is_string(), "checkpoint ",
              ck.path, " does not record its config: it was not written by kiln train");
@@ -61,15 +87,20 @@ SavedModel load_checkpoint_model(const std::string& dir, const std::string& toke
   apply_toml(c, ck.config["recipe"].get<std::string>(), ck.path + "/manifest.json [recipe]");
   finalize(c);
   ModelConfig mc;
+  SavedModel out;
   if (ck.config.contains("model")) {  // a fine-tune's, recorded (trainer.cc)
     const std::string source = ck.path + "/manifest.json [model]";
-    mc = resolve_model_config(c, parse_hf_config(ck.config["model"].dump(), source).model, source);
+    HfConfig hf = parse_hf_config(ck.config["model"].dump(), source);
+    mc = resolve_model_config(c, hf.model, source);
     mc.name = "fine-tuned from " + c.checkpoint.initial_load_path;
+    add_ids(out.eos_ids, hf.eos_token_ids);
+    std::error_code ec;
+    if (fs::is_directory(c.checkpoint.initial_load_path, ec))
+      add_ids(out.eos_ids, generation_eos_ids(c.checkpoint.initial_load_path));
   } else {
     mc = resolve_model_config(c);
   }
-  SavedModel out;
-  out.model = std::make_unique<CausalLM>(mc, DType::f32);
+  out.model = std::make_unique<CausalLM>(mc, dtype);
   nn::StateDict sd(ck.model.begin(), ck.model.end());
   out.model->load_state_dict(sd);
 
@@ -86,14 +117,19 @@ SavedModel load_checkpoint_model(const std::string& dir, const std::string& toke
              ": pass --tokenizer FILE");
   out.tokenizer = load_tokenizer(tok);
   out.description = cat(ck.path, " (", mc.name, ", step ", ck.step, ")");
+  add_tokenizer_eos(out);
   return out;
 }
 
-SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenizer_path) {
+SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenizer_path,
+                             DType dtype) {
   SavedModel out;
-  out.model = load_hf_model(dir, DType::f32);
+  out.model = load_hf_model(dir, dtype);
   out.tokenizer = load_tokenizer(tokenizer_path.empty() ? dir : tokenizer_path);
   out.description = dir;
+  add_ids(out.eos_ids, read_hf_config((fs::path(dir) / "config.json").string()).eos_token_ids);
+  add_ids(out.eos_ids, generation_eos_ids(dir));
+  add_tokenizer_eos(out);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/data/tokenizer.h"
 #include "kiln/models/transformer.h"
@@ -14,16 +15,24 @@ struct SavedModel {
   std::unique_ptr<CausalLM> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::string description;  // e.g. "outputs/x/checkpoint/step-20 (llama3_debug)"
+  // Where generation ends: the eos_token_id of config.json and of
+  // generation_config.json (an HF folder, or the one a fine-tune started
+  // from), else the tokenizer's end-of-text token.
+  std::vector<int32_t> eos_ids;
 };
 
-// The model of a checkpoint (f32) with the run's tokenizer: the one its
+// The model of a checkpoint with the run's tokenizer: the one its
 // manifest records, else one in the step folder or the two folders above it
 // (tokenizer.json, or vocab.json + merges.txt: a fine-tune's run copies its
 // folder's there). A fine-tune's architecture is the one its manifest
 // records, not its folder's (which may be gone). `tokenizer_path`, when
 // given, is used instead.
-SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path = "");
-// A Hugging Face folder: config.json, safetensors and its tokenizer (or `tokenizer_path`).
-SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenizer_path = "");
+// `dtype`: the parameters' (the checkpoint's f32 masters are rounded to it).
+SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path = "",
+                                 DType dtype = DType::f32);
+// A Hugging Face folder: config.json, safetensors and its tokenizer (or
+// `tokenizer_path`), the weights converted to `dtype`.
+SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenizer_path = "",
+                             DType dtype = DType::f32);
 
 }  // namespace kiln::train

@@ -1,0 +1,22 @@
+// The model a command reads (`kiln generate`, `kiln eval`): a kiln run's
+// checkpoint or a Hugging Face folder, its tokenizer and the dtype to run in.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "kiln/train/saved_run.h"
+
+namespace kiln::cli {
+
+struct ModelSource {
+  std::string checkpoint, hf, tokenizer, dtype = "float32";
+
+  void add_options(CLI::App& cmd);
+  // Checks the options (exactly one of --checkpoint and --hf; the dtype)
+  // before anything is loaded.
+  void check() const;
+  train::SavedModel load() const;
+};
+
+}  // namespace kiln::cli
