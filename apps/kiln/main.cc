@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_tokenizer(app);
   kiln::cli::add_train(app);
   kiln::cli::add_generate(app);
+  kiln::cli::add_eval(app);
   kiln::cli::add_data(app);
   kiln::cli::add_numerics_check(app);
   kiln::cli::add_profile(app);

@@ -27,7 +27,9 @@ Tokenizer::Tokenizer(TokenizerSpec spec)
     : fingerprint_(data::fingerprint_of(spec)),
       normalizers_(std::move(spec.normalizers)),
       pre_tokenizer_(std::move(spec.pre_tokenizer)),
-      model_(spec.vocab, spec.merges, spec.bpe) {
+      model_(spec.vocab, spec.merges, spec.bpe),
+      prefix_ids_(std::move(spec.prefix_ids)),
+      suffix_ids_(std::move(spec.suffix_ids)) {
   // Ids index tables, so they must number the entries (holes allowed up to
   // kMaxIdGap): one far-off id would otherwise allocate gigabytes.
   constexpr int64_t kMaxIdGap = 65536;
@@ -84,6 +86,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 1);
   encode(text, ids);
+  return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text) const {
+  std::vector<int32_t> ids = prefix_ids_;
+  encode(text, ids);
+  ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
 }
 
@@ -167,6 +176,24 @@ const std::string& Tokenizer::id_to_token(int32_t id) const {
 
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && kind_[id] == kSpecial;
+}
+
+namespace {
+
+std::optional<int32_t> first_token(const Tokenizer& tok, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (auto id = tok.token_to_id(n)) return id;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int32_t> bos_token_id(const Tokenizer& tok) {
+  return first_token(tok, {"<|begin_of_text|>", "<s>"});
+}
+
+std::optional<int32_t> eos_token_id(const Tokenizer& tok) {
+  return first_token(tok, {"<|end_of_text|>", "<|endoftext|>", "</s>"});
 }
 
 }  // namespace kiln

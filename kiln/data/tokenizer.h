@@ -35,6 +35,9 @@ struct TokenizerSpec {
   std::vector<std::pair<std::string, std::string>> merges;          // in rank order
   data::BpeModel::Options bpe;
   std::vector<data::AddedToken> added_tokens;
+  // The post-processor's single-sequence template (TemplateProcessing):
+  // the ids it puts before and after a text's tokens.
+  std::vector<int32_t> prefix_ids, suffix_ids;
 };
 
 // Whether folder `dir` holds a tokenizer Tokenizer::load reads: a
@@ -58,6 +61,9 @@ class Tokenizer {
   // Throws kiln::Error if `text` is not valid UTF-8.
   std::vector<int32_t> encode(std::string_view text) const;
   void encode(std::string_view text, std::vector<int32_t>& out) const;
+  // HF's encode(text) (add_special_tokens=True): encode(text) inside the
+  // post-processor's template, e.g. Llama 3's <|begin_of_text|> first.
+  std::vector<int32_t> encode_with_special_tokens(std::string_view text) const;
 
   // The text of `ids`; byte sequences that are not valid UTF-8 become
   // U+FFFD, as in HF. Throws kiln::Error on an id outside the vocab.
@@ -89,6 +95,13 @@ class Tokenizer {
   std::vector<std::string> bytes_;
   std::vector<uint8_t> kind_;  // 0 unused id, 1 model token, 2 added, 3 special
   data::StringMap<int32_t> added_by_content_;
+  std::vector<int32_t> prefix_ids_, suffix_ids_;
 };
+
+// The document-start token of Llama-style vocabularies (<|begin_of_text|>,
+// <s>), if the tokenizer has one.
+std::optional<int32_t> bos_token_id(const Tokenizer& tokenizer);
+// The end-of-text token (<|end_of_text|>, <|endoftext|>, </s>), if any.
+std::optional<int32_t> eos_token_id(const Tokenizer& tokenizer);
 
 }  // namespace kiln

@@ -192,6 +192,44 @@ struct Reader {
     }
   }
 
+  // Only the single-sequence template matters (pairs are not encoded);
+  // ByteLevel post-processing adjusts offsets kiln does not report.
+  void post_processor(const json& p, TokenizerSpec& spec) const {
+    if (p.is_null()) return;
+    std::string type = type_of(p, "post_processor");
+    if (type == "Sequence") {
+      const json& list = need(p, "processors", "post_processor");
+      KILN_CHECK(list.is_array(), where, ": post_processor.processors must be a list");
+      for (const json& q : list) post_processor(q, spec);
+      return;
+    }
+    if (type == "ByteLevel") return;
+    KILN_CHECK(type == "TemplateProcessing", where, ": post_processor type '", type,
+               "' is not supported (kiln runs TemplateProcessing, ByteLevel and Sequence)");
+    const json& single = need(p, "single", "TemplateProcessing");
+    const json& specials = p.value("special_tokens", json::object());
+    KILN_CHECK(single.is_array(), where, ": TemplateProcessing.single must be a list");
+    bool text_seen = false;
+    for (const json& piece : single) {
+      if (piece.contains("Sequence")) {
+        text_seen = true;
+        continue;
+      }
+      KILN_CHECK(piece.contains("SpecialToken") && piece["SpecialToken"].contains("id"), where,
+                 ": TemplateProcessing.single entry ", piece.dump(),
+                 " is neither a Sequence nor a SpecialToken");
+      const std::string name = piece["SpecialToken"]["id"].get<std::string>();
+      KILN_CHECK(specials.contains(name) && specials[name].contains("ids"), where,
+                 ": TemplateProcessing names special token '", name,
+                 "' that its special_tokens do not list");
+      for (const json& id : specials[name]["ids"]) {
+        KILN_CHECK(is_token_id(id), where, ": TemplateProcessing special token '", name,
+                   "' has id ", id.dump());
+        (text_seen ? spec.suffix_ids : spec.prefix_ids).push_back(id.get<int32_t>());
+      }
+    }
+  }
+
   void decoder(const json& d) const {
     if (d.is_null()) return;
     std::string type = type_of(d, "decoder");
@@ -221,6 +259,7 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, const std::string& or
     KILN_CHECK(r.pre_tokenizer(j.value("pre_tokenizer", json()), spec.pre_tokenizer), origin,
                ": the pre_tokenizer has no ByteLevel step; kiln reads byte-level BPE only");
     r.decoder(j.value("decoder", json()));
+    r.post_processor(j.value("post_processor", json()), spec);
     r.added_tokens(j.value("added_tokens", json()), spec.added_tokens);
   } catch (const json::exception& e) {
     fail(origin, ": malformed tokenizer.json (", e.what(), ")");

@@ -1,4 +1,6 @@
-#include "kiln/train/validation.h"
+#include "kiln/train/evaluation.h"
+
+#include <chrono>
 
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
@@ -6,8 +8,23 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
+#include "kiln/runtime/compile.h"
 
 namespace kiln::train {
+namespace {
+
+// [the loss summed over the batch's targets, their number] (f64): a batch
+// whose rows are all padding has a mean over no targets (NaN) and adds 0.
+Tensor loss_sum_and_count(const CausalLM& model, const Tensor& ids, const Tensor& targets,
+                          const ForwardOptions& options) {
+  const DType f64 = DType::f64;
+  Tensor ce = model.forward(ids, targets, options).ce_loss.to(f64);
+  Tensor n = sum(ne(targets, scalar(-100, DType::i64, targets.device()))).to(f64);
+  Tensor zero = scalar(0, f64, targets.device());
+  return concat({where(gt(n, zero), ce * n, zero).reshape({1}), n.reshape({1})});
+}
+
+}  // namespace
 
 double validation_loss(const CausalLM& model, data::DataLoader& loader, const ValidationPass& p) {
   KILN_CHECK(p.steps == -1 || p.steps >= 1, "validation.steps must be -1 or >= 1, got ", p.steps);
@@ -15,8 +32,7 @@ double validation_loss(const CausalLM& model, data::DataLoader& loader, const Va
   const int64_t local = p.local_batch_size, global = local * p.dp_degree;
   const bool whole = p.steps == -1;
   const int64_t batches = whole ? (loader.windows_per_epoch() + global - 1) / global : p.steps;
-  const DType f64 = DType::f64;
-  double loss = 0, targets = 0;  // the loss summed over the targets, and their number
+  double loss = 0, targets = 0;
   for (int64_t i = 0; i < batches; ++i) {
     data::Batch b;
     {
@@ -25,16 +41,67 @@ double validation_loss(const CausalLM& model, data::DataLoader& loader, const Va
     }
     ForwardOptions fo;
     if (p.document_mask) fo.doc_ids = b.doc_ids, fo.positions = b.positions;
-    Tensor ce = model.forward(b.ids, b.targets, fo).ce_loss.to(f64);
-    Tensor n = sum(ne(b.targets, scalar(-100, DType::i64))).to(f64);
-    // A rank whose rows are all padding has a mean over no targets (NaN): it adds 0.
-    Tensor weighted = where(gt(n, scalar(0, f64)), ce * n, scalar(0, f64));
     std::vector<double> totals =
-        p.sum_over_dp(concat({weighted.reshape({1}), n.reshape({1})})).to_vector<double>();
+        p.sum_over_dp(loss_sum_and_count(model, b.ids, b.targets, fo)).to_vector<double>();
     loss += totals[0];
     targets += totals[1];
   }
   return loss / targets;
+}
+
+std::vector<TokenSequence> document_sequences(const std::vector<std::vector<int32_t>>& documents,
+                                              int64_t seq_len) {
+  KILN_CHECK(seq_len >= 1, "document_sequences: seq_len must be >= 1, got ", seq_len);
+  std::vector<TokenSequence> out;
+  for (const std::vector<int32_t>& d : documents) {
+    const size_t n = std::min(d.size(), size_t(seq_len) + 1);
+    if (n < 2) continue;
+    out.push_back({{d.begin(), d.begin() + long(n) - 1}, {d.begin() + 1, d.begin() + long(n)}});
+  }
+  return out;
+}
+
+EvalResult evaluate(const CausalLM& model, const std::vector<TokenSequence>& sequences,
+                    int64_t batch_size, int64_t seq_len) {
+  KILN_CHECK(batch_size >= 1 && seq_len >= 1, "evaluate: the batch bound must be at least [1, 1], got [",
+             batch_size, ", ", seq_len, "]");
+  const auto start = std::chrono::steady_clock::now();
+  CompiledFunction loss = compile(
+      [&](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{loss_sum_and_count(model, a[0], a[1], {})};
+      },
+      {.name = "eval"});
+  EvalResult r;
+  double sum = 0, count = 0;
+  for (size_t first = 0; first < sequences.size(); first += size_t(batch_size)) {
+    const size_t last = std::min(sequences.size(), first + size_t(batch_size));
+    int64_t longest = 0;
+    for (size_t i = first; i < last; ++i) {
+      const TokenSequence& s = sequences[i];
+      KILN_CHECK(s.ids.size() == s.targets.size() && int64_t(s.ids.size()) <= seq_len,
+                 "evaluate: sequence ", i, " has ", s.ids.size(), " ids and ", s.targets.size(),
+                 " targets; at most seq_len ", seq_len, " of each, as many targets as ids");
+      longest = std::max(longest, int64_t(s.ids.size()));
+    }
+    // The rows [last - first, longest], padded to the bound.
+    std::vector<int64_t> ids(size_t((last - first) * longest), 0), targets(ids.size(), -100);
+    for (size_t i = first; i < last; ++i) {
+      std::copy(sequences[i].ids.begin(), sequences[i].ids.end(), ids.begin() + long((i - first) * longest));
+      std::copy(sequences[i].targets.begin(), sequences[i].targets.end(),
+                targets.begin() + long((i - first) * longest));
+    }
+    const Shape shape{int64_t(last - first), longest};
+    data::Batch b = data::pad_batch({from_vector(ids, shape), from_vector(targets, shape), {}, {}},
+                                    batch_size, seq_len);
+    std::vector<double> totals = loss({b.ids, b.targets})[0].to_vector<double>();
+    sum += totals[0];
+    count += totals[1];
+    r.sequences += int64_t(last - first);
+  }
+  r.tokens = int64_t(count);
+  r.loss = count > 0 ? sum / count : 0;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
 }
 
 }  // namespace kiln::train

@@ -44,7 +44,7 @@
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
 #include "kiln/train/tensor_parallel.h"
-#include "kiln/train/validation.h"
+#include "kiln/train/evaluation.h"
 
 namespace fs = std::filesystem;
 
@@ -82,12 +82,6 @@ std::string execution_text(const TrainConfig& c) {
   if (mode == "defer_and_fuse")
     return cat("defer_and_fuse eager (ops recorded and run as fused programs", scan, faster);
   return cat(mode, " eager (op by op", scan, faster);
-}
-
-std::optional<int32_t> first_token(const Tokenizer& tok, std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (auto id = tok.token_to_id(n)) return id;
-  return std::nullopt;
 }
 
 // The run's device mesh, current while the run lasts (the collective
@@ -201,9 +195,9 @@ void Run::setup_data() {
 
   data::LoaderOptions lo;
   lo.packing.seq_len = c_.training.seq_len;
-  if (c_.data.add_bos) lo.packing.bos_id = first_token(tok, {"<|begin_of_text|>", "<s>"});
+  if (c_.data.add_bos) lo.packing.bos_id = bos_token_id(tok);
   if (c_.data.add_eos)
-    lo.packing.eos_id = first_token(tok, {"<|end_of_text|>", "<|endoftext|>", "</s>"});
+    lo.packing.eos_id = eos_token_id(tok);
   lo.local_batch_size = c_.training.local_batch_size;
   lo.grad_accum_steps = s_.accum;
   lo.dp_rank = mesh_.mesh()->coordinate("dp");

@@ -115,13 +115,14 @@ TEST(PreTokenize, PatternsSplitAsTheRegexes) {
 
 // A tokenizer.json small enough to work out by hand.
 std::string tiny_json(bool ignore_merges, const std::string& added_tokens = "[]",
-                      const std::string& normalizer = "null") {
+                      const std::string& normalizer = "null",
+                      const std::string& post_processor = "null") {
   std::string regex = std::string(kiln::data::split_regex(kiln::data::SplitPattern::llama3));
   return R"({"version":"1.0","added_tokens":)" + added_tokens + R"(,"normalizer":)" + normalizer +
          R"(,"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":)" +
          nlohmann::json(regex).dump() +
          R"(},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]},
-    "post_processor":null,"decoder":{"type":"ByteLevel"},
+    "post_processor":)" + post_processor + R"(,"decoder":{"type":"ByteLevel"},
     "model":{"type":"BPE","dropout":null,"unk_token":null,"fuse_unk":false,"byte_fallback":false,"ignore_merges":)" +
          (ignore_merges ? "true" : "false") + R"(,
       "vocab":{"a":0,"b":1,"c":2,"Ġ":3,"bc":4,"ab":5,"abc":6,"Ġa":7,"ca":8,"Ġabc":9},
@@ -180,6 +181,31 @@ TEST(TokenizerBpe, NfcNormalizerComposesFirst) {
   // "c" + U+0327 COMBINING CEDILLA composes to "ç" (C3 A7), whose bytes the tiny vocab lacks.
   EXPECT_EQ(none.encode("ac\xCC\xA7"), (Ids{0, 2}));
   EXPECT_EQ(nfc.encode("ac\xCC\xA7"), (Ids{0}));
+}
+
+// HF's encode with add_special_tokens=True puts the post-processor's
+// template around the text (Llama 3's hub tokenizer: <|begin_of_text|> first).
+TEST(TokenizerBpe, PostProcessorTemplateWrapsEncodeWithSpecialTokens) {
+  const std::string added = R"([{"id":10,"content":"<s>","special":true},{"id":11,"content":"</s>","special":true}])";
+  const std::string post = R"({"type":"Sequence","processors":[
+      {"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true},
+      {"type":"TemplateProcessing",
+       "single":[{"SpecialToken":{"id":"<s>","type_id":0}},{"Sequence":{"id":"A","type_id":0}},
+                 {"SpecialToken":{"id":"</s>","type_id":0}}],
+       "pair":[],
+       "special_tokens":{"<s>":{"id":"<s>","ids":[10],"tokens":["<s>"]},
+                         "</s>":{"id":"</s>","ids":[11],"tokens":["</s>"]}}}]})";
+  Tokenizer tok = Tokenizer::from_json_text(tiny_json(false, added, "null", post), "tiny");
+  EXPECT_EQ(tok.encode("abc"), (Ids{6}));
+  EXPECT_EQ(tok.encode_with_special_tokens("abc"), (Ids{10, 6, 11}));
+  Tokenizer plain = Tokenizer::from_json_text(tiny_json(false, added), "tiny");
+  EXPECT_EQ(plain.encode_with_special_tokens("abc"), (Ids{6}));
+  kiln::test::expect_error(
+      [&] {
+        Tokenizer::from_json_text(tiny_json(false, added, "null", R"({"type":"BertProcessing"})"),
+                                  "bert.json");
+      },
+      "bert.json: post_processor type 'BertProcessing' is not supported");
 }
 
 TEST(TokenizerBpe, ThreadsShareOneTokenizer) {

@@ -1,7 +1,7 @@
 // The validation loss over the whole split is the mean cross-entropy over
 // every target of every window, each window counted once, as a forward pass
 // over each window alone gives it, however the windows fall into batches.
-#include "kiln/train/validation.h"
+#include "kiln/train/evaluation.h"
 
 #include <gtest/gtest.h>
 
