@@ -24,6 +24,30 @@ TokenCorpus TokenCorpus::from_documents(const std::vector<std::vector<int32_t>>&
   return from_tokens(std::move(tokens), std::move(offsets));
 }
 
+TokenCorpus TokenCorpus::from_documents(const std::vector<std::vector<int32_t>>& docs,
+                                        const std::vector<std::vector<uint8_t>>& masks) {
+  KILN_CHECK(masks.size() == docs.size(), "token corpus: ", masks.size(), " masks for ",
+             docs.size(), " documents");
+  struct Owned {
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> trained;
+  };
+  auto owned = std::make_shared<Owned>();
+  std::vector<uint64_t> offsets{0};
+  for (size_t i = 0; i < docs.size(); ++i) {
+    KILN_CHECK(masks[i].size() == docs[i].size(), "token corpus: document ", i, " has ",
+               docs[i].size(), " tokens but a mask of ", masks[i].size());
+    owned->tokens.insert(owned->tokens.end(), docs[i].begin(), docs[i].end());
+    owned->trained.insert(owned->trained.end(), masks[i].begin(), masks[i].end());
+    offsets.push_back(owned->tokens.size());
+  }
+  TokenBlock block{owned, owned->tokens.data(), 4, int64_t(owned->tokens.size()),
+                   owned->trained.data()};
+  TokenCorpus corpus;
+  corpus.add_block(std::move(block), offsets);
+  return corpus;
+}
+
 void TokenCorpus::add_block(TokenBlock block, std::span<const uint64_t> offsets) {
   KILN_CHECK(!offsets.empty() && offsets.front() == 0 && offsets.back() == uint64_t(block.size),
              "token corpus: document offsets must start at 0 and end at the block's ",
@@ -71,6 +95,13 @@ void TokenCorpus::read(int64_t doc, int64_t begin, int64_t count, int64_t* out) 
     auto* p = static_cast<const uint32_t*>(b.data) + first;
     for (int64_t i = 0; i < count; ++i) out[i] = int32_t(p[i]);
   }
+}
+
+void TokenCorpus::read_trained(int64_t doc, int64_t begin, int64_t count, uint8_t* out) const {
+  const Doc& d = docs_[size_t(doc)];
+  const TokenBlock& b = blocks_[size_t(d.block)];
+  if (!b.trained) return void(std::fill(out, out + count, uint8_t(1)));
+  std::copy(b.trained + d.begin + begin, b.trained + d.begin + begin + count, out);
 }
 
 std::vector<int32_t> TokenCorpus::document(int64_t doc) const {

@@ -16,6 +16,9 @@ struct TokenBlock {
   const void* data = nullptr;
   int elem_bytes = 4;  // 2 or 4
   int64_t size = 0;    // tokens
+  // Per token, 1 where it is a training target (a chat's assistant tokens);
+  // null: every token is. Kept alive by `owner` too.
+  const uint8_t* trained = nullptr;
   int32_t at(int64_t i) const {
     return elem_bytes == 2 ? int32_t(static_cast<const uint16_t*>(data)[i])
                            : int32_t(static_cast<const uint32_t*>(data)[i]);
@@ -30,6 +33,9 @@ class TokenCorpus {
   // and end at tokens.size()).
   static TokenCorpus from_tokens(std::vector<int32_t> tokens, std::vector<uint64_t> offsets);
   static TokenCorpus from_documents(const std::vector<std::vector<int32_t>>& docs);
+  // Documents with a training-target mask each (masks[i] as long as docs[i]).
+  static TokenCorpus from_documents(const std::vector<std::vector<int32_t>>& docs,
+                                    const std::vector<std::vector<uint8_t>>& masks);
 
   // Appends every document [offsets[i], offsets[i+1]) of `block`.
   void add_block(TokenBlock block, std::span<const uint64_t> offsets);
@@ -43,6 +49,8 @@ class TokenCorpus {
   int64_t document_length(int64_t doc) const { return docs_[size_t(doc)].length; }
   // Copies tokens [begin, begin + count) of document `doc` into `out`.
   void read(int64_t doc, int64_t begin, int64_t count, int64_t* out) const;
+  // Whether those tokens are training targets (1) or not (0).
+  void read_trained(int64_t doc, int64_t begin, int64_t count, uint8_t* out) const;
   std::vector<int32_t> document(int64_t doc) const;
   // The largest token id (-1 when empty).
   int32_t max_token() const;

@@ -12,6 +12,13 @@
 //                  (restarting at 0 at each document and at the sample start)
 // With ignore_cross_document_targets, targets[s] = ignore_index where w[s+1]
 // starts another document (w[s] is the last token of its document).
+// Tokens the corpus marks as no training target (a chat's prompt tokens)
+// are never targets: targets[s] = ignore_index where w[s+1] is one.
+// With whole_documents, no document is cut: one that does not fit in the
+// rest of a window starts the next, the rest being padding (id pad_id, no
+// target, a document of its own), and the last window is padded too, so
+// every document is in some window; a document longer than a window is a
+// kiln::Error.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -26,6 +33,8 @@ struct PackingOptions {
   std::optional<int32_t> bos_id, eos_id;
   bool ignore_cross_document_targets = false;
   int64_t ignore_index = -100;
+  bool whole_documents = false;
+  int32_t pad_id = 0;
 };
 
 // One epoch's stream: `corpus` documents in `order`; random access to windows.
@@ -41,7 +50,9 @@ class PackedStream {
  private:
   const TokenCorpus* corpus_;
   std::vector<int64_t> order_;
-  std::vector<int64_t> starts_;  // stream offset of each document in order_ (+ total at the end)
+  // Stream offset of each document in order_ (+ total at the end); with
+  // whole_documents, padding may follow a document up to the next start.
+  std::vector<int64_t> starts_;
   PackingOptions options_;
   int64_t total_ = 0, num_windows_ = 0;
 };

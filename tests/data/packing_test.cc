@@ -95,6 +95,50 @@ TEST(Packing, EosOnlyAndEmptyDocuments) {
   EXPECT_EQ(w.positions, (V{0, 1, 0, 0, 1}));
 }
 
+// A corpus with training-target masks: tokens marked 0 are never targets.
+TEST(Packing, UntrainedTokensAreNoTargets) {
+  TokenCorpus c = TokenCorpus::from_documents({{10, 11, 12}, {20, 21}}, {{1, 0, 1}, {0, 1}});
+  PackingOptions o{4, std::nullopt, std::nullopt};
+  PackedStream s(c, {0, 1}, o);
+  ASSERT_EQ(s.num_windows(), 1);
+  Sample w = sample(s, 0, 4);
+  EXPECT_EQ(w.ids, (V{10, 11, 12, 20}));
+  EXPECT_EQ(w.targets, (V{-100, 12, -100, 21}));
+}
+
+// whole_documents: a document that does not fit starts the next window;
+// the rest is padding (pad id, no target, a document of its own), the last
+// window is padded, and a document longer than a window is refused.
+TEST(Packing, WholeDocumentsAreNeverCut) {
+  TokenCorpus c = three_docs();  // packed with EOS: 4, 3 and 5 tokens
+  PackingOptions o{4, std::nullopt, 2};
+  o.whole_documents = true;
+  o.pad_id = 7;
+  PackedStream s(c, {0, 1, 2}, o);
+  // 10 11 12 2 pad | 20 21 2 pad pad | 30 31 32 33 2
+  ASSERT_EQ(s.num_windows(), 3);
+  Sample w0 = sample(s, 0, 4);
+  EXPECT_EQ(w0.ids, (V{10, 11, 12, 2}));
+  EXPECT_EQ(w0.targets, (V{11, 12, 2, -100}));
+  EXPECT_EQ(w0.doc_ids, (V{0, 0, 0, 0}));
+  Sample w1 = sample(s, 1, 4);
+  EXPECT_EQ(w1.ids, (V{20, 21, 2, 7}));
+  EXPECT_EQ(w1.targets, (V{21, 2, -100, -100}));
+  EXPECT_EQ(w1.doc_ids, (V{0, 0, 0, 1}));
+  EXPECT_EQ(w1.positions, (V{0, 1, 2, 0}));
+  Sample w2 = sample(s, 2, 4);
+  EXPECT_EQ(w2.ids, (V{30, 31, 32, 33}));
+  EXPECT_EQ(w2.targets, (V{31, 32, 33, 2}));
+  // Two short documents share a window; the last window is padded, not dropped.
+  TokenCorpus two = TokenCorpus::from_documents({{5}, {6}, {8, 9}});
+  PackedStream t(two, {0, 1, 2}, o);  // 5 2 6 2 pad | 8 9 2 pad pad
+  ASSERT_EQ(t.num_windows(), 2);
+  EXPECT_EQ(sample(t, 0, 4).ids, (V{5, 2, 6, 2}));
+  EXPECT_EQ(sample(t, 1, 4).targets, (V{9, 2, -100, -100}));
+  o.seq_len = 3;  // windows of 4: document 2 (5 tokens) cannot fit
+  EXPECT_THROW(PackedStream(c, {0, 1, 2}, o), Error);
+}
+
 TEST(Packing, BadArguments) {
   TokenCorpus c = three_docs();
   EXPECT_THROW(PackedStream(c, {0, 5}, PackingOptions{4}), Error);
