@@ -14,6 +14,7 @@
 #include "apps/kiln/commands.h"
 #include "kiln/base/error.h"
 #include "kiln/data/bpe_trainer.h"
+#include "kiln/data/chat_data.h"
 #include "kiln/data/tokenizer.h"
 
 namespace kiln::cli {
@@ -41,7 +42,39 @@ struct EncodeArgs {
   std::string path;
   bool jsonl = false;
   bool stats = false;
+  bool chat = false;
+  std::string train_on = "completion";
 };
+
+// --chat: each stdin line a conversation {"messages": [...]}, printed as the
+// ids the trainer trains on and their labels (the id where it is a training
+// target, -100 elsewhere), from the same code the trainer runs.
+void encode_chats(const EncodeArgs& a) {
+  const Tokenizer tok = Tokenizer::load(a.path);
+  const data::ChatTemplate chat = data::tokenizer_chat_template(a.path);
+  const data::TrainOn train_on = data::parse_train_on(a.train_on);
+  std::string line;
+  for (size_t n = 1; std::getline(std::cin, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      nlohmann::json j = nlohmann::json::parse(line);
+      KILN_CHECK(j.is_object() && j.contains("messages"),
+                 "expected an object with \"messages\"");
+      data::EncodedChat c = data::encode_chat(chat, tok, j["messages"], train_on);
+      std::vector<int32_t> labels(c.ids.size());
+      for (size_t t = 0; t < c.ids.size(); ++t) labels[t] = c.trained[t] ? c.ids[t] : -100;
+      std::string out = "{\"ids\":";
+      append_ids(out, c.ids);
+      out += ",\"labels\":";
+      append_ids(out, labels);
+      std::cout << out << "}\n";
+    } catch (const nlohmann::json::exception& e) {
+      fail("stdin line ", n, ": not valid JSON: ", e.what());
+    } catch (const Error& e) {
+      fail("stdin line ", n, ": ", e.what());
+    }
+  }
+}
 
 // CPU time of this thread: with other work on the machine, a fairer
 // per-core speed than the wall clock.
@@ -52,6 +85,7 @@ double thread_seconds() {
 }
 
 void encode(const EncodeArgs& a) {
+  if (a.chat) return encode_chats(a);
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   Tokenizer tok = Tokenizer::load(a.path);
@@ -189,6 +223,12 @@ void add_tokenizer(CLI::App& app) {
   enc->add_option("--tokenizer", enc_args->path, file_help)->required();
   enc->add_flag("--jsonl", enc_args->jsonl, "Read lines {\"text\": ...}, print one {\"ids\": [...]} line each");
   enc->add_flag("--stats", enc_args->stats, "Print the encoding speed (MB/s) on stderr");
+  enc->add_flag("--chat", enc_args->chat,
+                "Read lines {\"messages\": [...]}, render each with the tokenizer's chat template "
+                "(tokenizer_config.json) and print {\"ids\", \"labels\"} as training sees them");
+  enc->add_option("--train-on", enc_args->train_on,
+                  "With --chat: completion (assistant tokens), prompt or all")
+      ->capture_default_str();
   enc->callback([enc_args] { encode(*enc_args); });
 
   auto dec_args = std::make_shared<std::pair<std::string, bool>>();
