@@ -44,6 +44,13 @@ Field model_field(const ModelField& f, ModelChanges::Value& value) {
   return out;
 }
 
+// data.format: the text sources' formats and chat.
+std::vector<std::string> data_formats() {
+  std::vector<std::string> names = data::source_format_names();
+  names.push_back("chat");
+  return names;
+}
+
 // The single list of every key: parsing, errors and printing all read it.
 std::vector<Field> fields(TrainConfig& c) {
   const std::vector<std::string> dtypes = {"float32", "bfloat16"};
@@ -83,7 +90,8 @@ std::vector<Field> fields(TrainConfig& c) {
       {"lr_scheduler", "min_lr_factor", &c.lr_scheduler.min_lr_factor},
 
       {"data", "path", &c.data.path},
-      {"data", "format", &c.data.format, data::source_format_names()},
+      {"data", "format", &c.data.format, data_formats()},
+      {"data", "train_on", &c.data.train_on, {"completion", "prompt", "all"}},
       {"data", "text_key", &c.data.text_key},
       {"data", "text_split", &c.data.text_split, data::text_split_names()},
       {"data", "delimiter", &c.data.delimiter},
@@ -517,6 +525,13 @@ void finalize(TrainConfig& c) {
                     c.lr_scheduler.min_lr_factor);
   KILN_CONFIG_CHECK(c.data.val_fraction >= 0 && c.data.val_fraction < 1, "data.val_fraction",
                     "must be in [0, 1), got ", c.data.val_fraction);
+  KILN_CONFIG_CHECK(c.data.format != "chat" || !c.data.path.empty(), "data.format",
+                    "chat needs --data.path: JSONL files of {\"messages\": [...]}");
+  KILN_CONFIG_CHECK(c.data.format != "chat" || !c.model.tokenizer_path.empty() ||
+                        !c.checkpoint.initial_load_path.empty(),
+                    "data.format", "chat renders conversations with a tokenizer's chat template: "
+                    "set --model.tokenizer_path or --checkpoint.initial_load_path to a folder "
+                    "with tokenizer.json and tokenizer_config.json");
   KILN_CONFIG_CHECK(c.checkpoint.interval >= 1, "checkpoint.interval", "must be at least 1, got ",
                     c.checkpoint.interval);
   KILN_CONFIG_CHECK(c.checkpoint.keep_latest_k >= 0, "checkpoint.keep_latest_k",

@@ -80,7 +80,14 @@ struct DataSection {
   // A file or folder: plain text, JSONL, or `kiln data prepare` shards.
   // Empty: the default corpus scripts/setup.sh installs (kiln/data/default_corpus.h).
   std::string path;
-  std::string format = "auto";      // auto | text | jsonl | shards
+  // auto | text | jsonl | shards | chat. chat: JSONL conversations
+  // ({"messages": [...]}) rendered with the tokenizer's chat template (its
+  // tokenizer_config.json), each kept whole in one window (never cut;
+  // training.seq_len + 1 tokens at most), the template placing the special
+  // tokens (add_bos and add_eos do not apply).
+  std::string format = "auto";
+  // chat: the tokens the loss is taken on: completion (the assistant's), prompt or all.
+  std::string train_on = "completion";
   std::string text_key = "text";    // the JSONL field holding the text
   std::string text_split = "file";  // plain text documents: file | paragraph | line | delimiter
   std::string delimiter = "%";      // text_split = delimiter: the separator line

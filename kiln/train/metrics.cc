@@ -113,6 +113,7 @@ std::string metrics_json(const StepMetrics& m) {
   if (m.mem_offload_peak_bytes) os << ", \"mem_offload_peak_bytes\": " << *m.mem_offload_peak_bytes;
   if (m.val_loss) os << ", \"val_loss\": " << g17(*m.val_loss);
   if (m.val_ppl) os << ", \"val_ppl\": " << g17(*m.val_ppl);
+  if (m.targets) os << ", \"targets\": " << *m.targets;
   if (m.moe) {
     os << ", \"moe_tokens_per_expert\": [";
     for (size_t e = 0; e < m.moe->tokens_per_expert.size(); ++e)
@@ -139,6 +140,7 @@ std::string metrics_line(const StepMetrics& m) {
   if (m.mem_offload_peak_bytes) os << " (+" << bytes_text(*m.mem_offload_peak_bytes) << " offloaded)";
   if (m.val_loss) os << "  val_loss " << shortest(float(*m.val_loss));
   if (m.val_ppl) os << "  val_ppl " << fixed(*m.val_ppl, 3);
+  if (m.targets) os << "  targets " << *m.targets;
   if (m.moe) {
     os << "  moe_load " << fixed(m.moe->max_load_ratio, 2) << "x";
     if (m.moe->dropped) os << "  dropped " << m.moe->dropped;
@@ -195,6 +197,7 @@ void MetricsLogger::log(const StepMetrics& m) {
       tb_->add_scalar("mem_offload_peak_bytes", double(*m.mem_offload_peak_bytes), m.step, now);
     if (m.val_loss) tb_->add_scalar("val_loss", *m.val_loss, m.step, now);
     if (m.val_ppl) tb_->add_scalar("val_ppl", *m.val_ppl, m.step, now);
+    if (m.targets) tb_->add_scalar("targets", double(*m.targets), m.step, now);
     if (m.moe) {
       tb_->add_scalar("moe_max_load_ratio", m.moe->max_load_ratio, m.step, now);
       tb_->add_scalar("moe_dropped", double(m.moe->dropped), m.step, now);

@@ -37,6 +37,9 @@ struct StepMetrics {
   // The offload pool's high-water mark (activation_checkpoint.mode offload).
   std::optional<int64_t> mem_offload_peak_bytes;
   std::optional<double> val_loss, val_ppl;  // at validation steps
+  // Chat data: the step's training targets (its assistant tokens) over
+  // every rank, the tokens the loss is taken on.
+  std::optional<int64_t> targets;
   std::optional<ExpertLoad> moe;            // MoE models
 };
 

@@ -91,7 +91,8 @@ DataSource data_source(const TrainConfig& c) {
     return {d.paths, d.source, d.description};
   }
   DataSource s{{c.data.path}, {}, c.data.path};
-  s.source.format = data::parse_source_format(c.data.format);
+  // Chat data is JSONL, whose conversations the trainer renders itself.
+  s.source.format = data::parse_source_format(c.data.format == "chat" ? "jsonl" : c.data.format);
   s.source.text_key = c.data.text_key;
   s.source.text_split = data::parse_text_split(c.data.text_split);
   s.source.delimiter = c.data.delimiter;

@@ -86,6 +86,9 @@ struct StepResult {
   // routed, and the assignments the token dispatchers dropped.
   std::vector<std::vector<int64_t>> expert_tokens;
   int64_t dropped_tokens = 0;
+  // Chat data: the training targets (assistant tokens) over every rank, as
+  // the trainer counts them.
+  std::optional<int64_t> targets;
 };
 
 class TrainStep {

@@ -14,6 +14,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
+#include "kiln/data/chat_data.h"
 #include "kiln/data/dataset.h"
 #include "kiln/data/loader.h"
 #include "kiln/data/tokenizer.h"
@@ -180,12 +181,22 @@ void Run::setup_data() {
              tok.vocab_size(), " ids but model.vocab_size is ", s_.mc.vocab_size,
              ": set --model.vocab_size=", tok.vocab_size(), " or larger");
   auto t0 = Clock::now();
-  data::DatasetSpec spec;
-  spec.paths = src_.paths;
-  spec.source = src_.source;
-  spec.val_fraction = c_.data.val_fraction;
-  spec.threads = int(c_.runtime.num_threads);
-  data::Dataset ds = data::load_dataset(spec, &tok);
+  const bool chat = c_.data.format == "chat";
+  data::Dataset ds;
+  if (chat) {
+    data::ChatDataOptions co{data::parse_train_on(c_.data.train_on), c_.training.seq_len + 1};
+    ds = data::split_dataset(data::read_chat_corpus(data::list_source_files(src_.paths),
+                                                    data::tokenizer_chat_template(tok_.path), tok,
+                                                    co),
+                             c_.data.val_fraction);
+  } else {
+    data::DatasetSpec spec;
+    spec.paths = src_.paths;
+    spec.source = src_.source;
+    spec.val_fraction = c_.data.val_fraction;
+    spec.threads = int(c_.runtime.num_threads);
+    ds = data::load_dataset(spec, &tok);
+  }
   KILN_CHECK(ds.train.max_token() < s_.mc.vocab_size, "the training data holds token id ",
              ds.train.max_token(), ", outside model.vocab_size = ", s_.mc.vocab_size);
   out_ << "data: " << src_.description << ": " << ds.train.num_documents() << " documents, "
@@ -195,9 +206,9 @@ void Run::setup_data() {
 
   data::LoaderOptions lo;
   lo.packing.seq_len = c_.training.seq_len;
-  if (c_.data.add_bos) lo.packing.bos_id = bos_token_id(tok);
-  if (c_.data.add_eos)
-    lo.packing.eos_id = eos_token_id(tok);
+  if (c_.data.add_bos && !chat) lo.packing.bos_id = bos_token_id(tok);
+  if (c_.data.add_eos && !chat) lo.packing.eos_id = eos_token_id(tok);
+  lo.packing.whole_documents = chat;
   lo.local_batch_size = c_.training.local_batch_size;
   lo.grad_accum_steps = s_.accum;
   lo.dp_rank = mesh_.mesh()->coordinate("dp");
@@ -294,8 +305,17 @@ StepResult Run::train_step(double lr) {
                          "the training step");
     handshaken_ = true;
   }
+  std::optional<int64_t> targets;  // chat data: the step's assistant tokens, every rank's
+  if (c_.data.format == "chat") {
+    int64_t n = 0;
+    for (const data::Batch& b : batches)
+      for (int64_t t : b.targets.to_vector<int64_t>()) n += t != -100;
+    targets = s_.dist->sum_over_dp(scalar(double(n), DType::i64)).item<int64_t>();
+  }
   SpmdSafeGuard spmd(spmd_safe_step());
-  return s_.step->run(s_.masters, s_.state, batches, lr);
+  StepResult r = s_.step->run(s_.masters, s_.state, batches, lr);
+  r.targets = targets;
+  return r;
 }
 
 double Run::validate() {
@@ -454,6 +474,7 @@ TrainResult Run::go() {
     s_.router_bias->update(s_.masters, r.expert_tokens, *s_.dist);
     m.loss = r.loss;
     m.grad_norm = r.grad_norm;
+    m.targets = r.targets;
     if (!r.expert_tokens.empty()) m.moe = expert_load(r.expert_tokens, r.dropped_tokens);
     if (s_.policy.param_dtype == DType::f32 && !s_.dist->sharded())
       s_.model->set_parameters(s_.masters);  // drop the old copy
