@@ -1,8 +1,8 @@
 // `kiln eval`: the mean loss and perplexity of a checkpoint or Hugging Face
-// folder on a dataset: text packed into windows as training packs it, or
-// JSONL documents one per sequence (truncated to the sequence length, never
-// packed with others), in batches of one padded shape that one compiled
-// program runs.
+// folder on a dataset: text packed into windows as training packs it, JSONL
+// documents or chat conversations one per sequence (truncated to the
+// sequence length, never packed with others), in batches of one padded
+// shape that one compiled program runs.
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -11,6 +11,7 @@
 #include "apps/kiln/commands.h"
 #include "apps/kiln/model_source.h"
 #include "kiln/base/error.h"
+#include "kiln/data/chat_data.h"
 #include "kiln/data/loader.h"
 #include "kiln/data/text_source.h"
 #include "kiln/train/evaluation.h"
@@ -21,7 +22,7 @@ namespace {
 struct EvalArgs {
   ModelSource model;
   std::vector<std::string> data;
-  std::string format = "auto", text_key = "text";
+  std::string format = "auto", text_key = "text", train_on = "completion";
   int64_t seq_len = 0;  // 0: the model's
   int64_t batch_size = 8;
   bool json = false;
@@ -60,11 +61,35 @@ std::vector<train::TokenSequence> packed_windows(std::vector<std::vector<int32_t
   return out;
 }
 
+// Chat conversations, each one sequence whose targets are the tokens
+// training takes the loss on (data.train_on), truncated to seq_len.
+std::vector<train::TokenSequence> chat_sequences(const std::vector<std::string>& files,
+                                                 const train::SavedModel& m,
+                                                 const std::string& train_on, int64_t seq_len) {
+  const data::TokenCorpus corpus =
+      data::read_chat_corpus(files, data::tokenizer_chat_template(m.tokenizer_path), *m.tokenizer,
+                             {data::parse_train_on(train_on), 0});
+  std::vector<train::TokenSequence> out;
+  for (int64_t d = 0; d < corpus.num_documents(); ++d) {
+    const int64_t n = std::min(corpus.document_length(d), seq_len + 1);
+    if (n < 2) continue;
+    std::vector<int64_t> ids(size_t(n), 0);
+    std::vector<uint8_t> trained(size_t(n), 0);
+    corpus.read(d, 0, n, ids.data());
+    corpus.read_trained(d, 0, n, trained.data());
+    train::TokenSequence s{{ids.begin(), ids.end() - 1}, {}};
+    for (int64_t t = 1; t < n; ++t) s.targets.push_back(trained[size_t(t)] ? ids[size_t(t)] : -100);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 void eval(const EvalArgs& a) {
   a.model.check();
   KILN_CHECK(!a.data.empty(), "kiln eval needs --data FILE_OR_FOLDER");
-  KILN_CHECK(a.format == "auto" || a.format == "text" || a.format == "jsonl",
-             "--format must be auto, text or jsonl, got '", a.format, "'");
+  KILN_CHECK(a.format == "auto" || a.format == "text" || a.format == "jsonl" || a.format == "chat",
+             "--format must be auto, text, jsonl or chat, got '", a.format, "'");
+  data::parse_train_on(a.train_on);  // checked before the model loads
   KILN_CHECK(a.batch_size >= 1, "--batch-size must be >= 1, got ", a.batch_size);
   const std::vector<std::string> files = data::list_source_files(a.data);
   const bool jsonl = a.format == "jsonl" ||
@@ -81,8 +106,9 @@ void eval(const EvalArgs& a) {
   source.text_key = a.text_key;
   const Tokenizer& tok = *m.tokenizer;
   std::vector<train::TokenSequence> sequences =
-      jsonl ? train::document_sequences(tokenize_documents(files, source, tok, true), seq_len)
-            : packed_windows(tokenize_documents(files, source, tok, false), tok, seq_len);
+      a.format == "chat" ? chat_sequences(files, m, a.train_on, seq_len)
+      : jsonl ? train::document_sequences(tokenize_documents(files, source, tok, true), seq_len)
+              : packed_windows(tokenize_documents(files, source, tok, false), tok, seq_len);
   KILN_CHECK(!sequences.empty(), "no sequence to evaluate in ", files.size(),
              " file(s): every document has fewer than two tokens");
   for (const train::TokenSequence& s : sequences)
@@ -91,7 +117,8 @@ void eval(const EvalArgs& a) {
                  ", beyond the model's vocabulary of ", m.model->config().vocab_size,
                  ": the tokenizer is not the model's");
   std::cerr << "evaluating " << m.description << " on " << sequences.size()
-            << (jsonl ? " documents" : " packed windows") << std::endl;
+            << (a.format == "chat" ? " conversations" : jsonl ? " documents" : " packed windows")
+            << std::endl;
   train::EvalResult r = train::evaluate(*m.model, sequences, a.batch_size, seq_len);
   const double tps = r.tokens / std::max(r.seconds, 1e-9);
   if (a.json) {
@@ -117,7 +144,13 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--data", args->data, "Text or JSONL files, or folders of them")->expected(1, -1);
   cmd->add_option("--format", args->format,
                   "text (packed into windows as training does), jsonl (each document one "
-                  "sequence, truncated to --seq-len), auto (jsonl when every file is *.jsonl)")
+                  "sequence, truncated to --seq-len), chat (JSONL conversations rendered with the "
+                  "chat template, the loss on --train-on tokens), auto (jsonl when every file is "
+                  "*.jsonl)")
+      ->capture_default_str();
+  cmd->add_option("--train-on", args->train_on,
+                  "chat: the tokens the loss is taken on: completion (the assistant's), prompt or "
+                  "all, as in training")
       ->capture_default_str();
   cmd->add_option("--text-key", args->text_key, "The JSONL field holding a document's text")
       ->capture_default_str();

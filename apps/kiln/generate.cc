@@ -12,6 +12,7 @@
 #include "apps/kiln/commands.h"
 #include "apps/kiln/model_source.h"
 #include "kiln/base/error.h"
+#include "kiln/data/chat_data.h"
 
 namespace kiln::cli {
 namespace {
@@ -19,6 +20,7 @@ namespace {
 struct GenerateArgs {
   ModelSource model;
   std::string prompt, prompts_file, output = "text";
+  bool chat = false;
   std::vector<std::string> stop;
   int64_t max_length = 0;  // 0: the prompt and the new tokens, rounded up
   int64_t batch_size = 8;
@@ -26,11 +28,11 @@ struct GenerateArgs {
 };
 
 // The prompts of a --prompts file: one JSON object per line with a string
-// "prompt"; blank lines are skipped.
-std::vector<std::string> read_prompts(const std::string& path) {
+// "prompt" or, with --chat, a conversation "messages"; blank lines are skipped.
+std::vector<nlohmann::json> read_prompts(const std::string& path, bool chat) {
   std::ifstream f(path);
   KILN_CHECK(f.good(), "cannot read the prompts file '", path, "'");
-  std::vector<std::string> prompts;
+  std::vector<nlohmann::json> prompts;
   std::string line;
   for (int64_t n = 1; std::getline(f, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -40,9 +42,11 @@ std::vector<std::string> read_prompts(const std::string& path) {
     } catch (const nlohmann::json::exception& e) {
       fail(path, ":", n, ": not valid JSON: ", e.what());
     }
-    KILN_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(), path, ":", n,
-               ": each line must be a JSON object with a string \"prompt\"");
-    prompts.push_back(j["prompt"].get<std::string>());
+    const bool text = j.is_object() && j.contains("prompt") && j["prompt"].is_string();
+    const bool messages = chat && j.is_object() && j.contains("messages");
+    KILN_CHECK(text || messages, path, ":", n, ": each line must be a JSON object with a string "
+               "\"prompt\"", chat ? " or a conversation \"messages\"" : "");
+    prompts.push_back(messages ? j["messages"] : j["prompt"]);
   }
   KILN_CHECK(!prompts.empty(), "the prompts file '", path, "' has no prompts");
   return prompts;
@@ -77,9 +81,21 @@ class StopStrings {
   std::vector<std::string> stop_;
 };
 
-std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& text, int64_t vocab) {
-  std::vector<int32_t> ids = tok.encode(text);
-  if (auto bos = bos_token_id(tok)) ids.insert(ids.begin(), *bos);
+// A prompt's ids: its text after the tokenizer's document-start token or,
+// in chat mode, the conversation (a text is one user message) rendered by
+// the chat template up to the assistant's turn.
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const nlohmann::json& prompt,
+                                   const data::ChatTemplate* chat, int64_t vocab) {
+  std::vector<int32_t> ids;
+  if (chat) {
+    nlohmann::json messages =
+        prompt.is_string() ? nlohmann::json::array({{{"role", "user"}, {"content", prompt}}}) : prompt;
+    data::check_messages(messages);
+    ids = tok.encode(chat->render(messages, /*add_generation_prompt=*/true));
+  } else {
+    if (auto bos = bos_token_id(tok)) ids.push_back(*bos);
+    tok.encode(prompt.get<std::string>(), ids);
+  }
   KILN_CHECK(!ids.empty(), "a prompt is empty and the tokenizer has no document-start token");
   for (int32_t id : ids)
     KILN_CHECK(id < vocab, "a prompt has token ", id, " ('", tok.id_to_token(id),
@@ -120,19 +136,22 @@ void generate(const GenerateArgs& a) {
   KILN_CHECK(a.gen.max_new_tokens >= 0, "--max-new-tokens must be >= 0, got ", a.gen.max_new_tokens);
   check_sampling(a.gen.sampling);  // before the model loads, which takes a while
   const StopStrings stop(a.stop);
-  std::vector<std::string> texts = a.prompts_file.empty() ? std::vector<std::string>{a.prompt}
-                                                          : read_prompts(a.prompts_file);
+  std::vector<nlohmann::json> texts = a.prompts_file.empty() ? std::vector<nlohmann::json>{a.prompt}
+                                                             : read_prompts(a.prompts_file, a.chat);
   train::SavedModel m = a.model.load();
   const Tokenizer& tok = *m.tokenizer;
   const int64_t vocab = m.model->config().vocab_size;
+  std::optional<data::ChatTemplate> chat;
+  if (a.chat) chat = data::tokenizer_chat_template(m.tokenizer_path);
   std::vector<std::vector<int32_t>> prompts;
   size_t longest = 0;
-  for (const std::string& t : texts) {
-    prompts.push_back(encode_prompt(tok, t, vocab));
+  for (const nlohmann::json& t : texts) {
+    prompts.push_back(encode_prompt(tok, t, chat ? &*chat : nullptr, vocab));
     longest = std::max(longest, prompts.back().size());
   }
   GenerationOptions gen = a.gen;
   gen.eos_ids = m.eos_ids;
+  if (chat) gen.eos_ids.push_back(data::assistant_end_token(*chat, tok));  // the reply's end
   // Ids the tokenizer has no token for (models pad their vocabulary, e.g.
   // Qwen3's 151,936 for 151,669 tokens) are never drawn: they decode to nothing.
   for (int32_t id = 0; id < vocab; ++id)
@@ -145,7 +164,7 @@ void generate(const GenerateArgs& a) {
     return tok.decode(c.ids, /*skip_special_tokens=*/true);
   };
   if (a.prompts_file.empty() && a.output == "text") {  // one prompt, streamed
-    std::cout << a.prompt << std::flush;
+    if (!chat) std::cout << a.prompt << std::flush;  // a chat prints the reply alone
     size_t printed = 0;
     Completion c = generate(decoder, prompts, gen, [&](size_t, const Completion& so_far) {
       const std::string text = text_of(so_far);
@@ -185,6 +204,10 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--prompts", args->prompts_file,
                   "A JSON-lines file of prompts ({\"prompt\": TEXT} per line), run in batches; "
                   "one JSON line per prompt on stdout (index, text, finish_reason)");
+  cmd->add_flag("--chat", args->chat,
+                "Apply the tokenizer's chat template (tokenizer_config.json): --prompt is a user "
+                "message, --prompts lines may hold {\"messages\": [...]}; a reply ends at the "
+                "token that closes the assistant's turn");
   cmd->add_option("--batch-size", args->batch_size, "Prompts decoded together (--prompts)")
       ->capture_default_str();
   cmd->add_option("--output", args->output,

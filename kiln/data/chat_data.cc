@@ -58,6 +58,15 @@ EncodedChat encode_chat(const ChatTemplate& chat_template, const Tokenizer& toke
   return out;
 }
 
+int32_t assistant_end_token(const ChatTemplate& chat_template, const Tokenizer& tokenizer) {
+  const nlohmann::json probe = nlohmann::json::parse(
+      R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])");
+  EncodedChat c = encode_chat(chat_template, tokenizer, probe, TrainOn::completion);
+  for (size_t t = c.ids.size(); t-- > 0;)
+    if (c.trained[t]) return c.ids[t];
+  fail("the chat template renders no assistant turn");
+}
+
 TokenCorpus read_chat_corpus(const std::vector<std::string>& files, const ChatTemplate& chat_template,
                              const Tokenizer& tokenizer, const ChatDataOptions& options) {
   std::vector<std::vector<int32_t>> docs;

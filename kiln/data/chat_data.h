@@ -40,6 +40,10 @@ struct EncodedChat {
 EncodedChat encode_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
                         const nlohmann::json& messages, TrainOn train_on);
 
+// The special token that closes an assistant turn in this template (e.g.
+// <|eot_id|>, <|im_end|>): where a chat reply ends.
+int32_t assistant_end_token(const ChatTemplate& chat_template, const Tokenizer& tokenizer);
+
 struct ChatDataOptions {
   TrainOn train_on = TrainOn::completion;
   // A conversation of more tokens is a kiln::Error naming its line (a

@@ -116,6 +116,7 @@ SavedModel load_checkpoint_model(const std::string& dir, const std::string& toke
   KILN_CHECK(!tok.empty(), "cannot find the tokenizer of checkpoint ", ck.path,
              ": pass --tokenizer FILE");
   out.tokenizer = load_tokenizer(tok);
+  out.tokenizer_path = tok;
   out.description = cat(ck.path, " (", mc.name, ", step ", ck.step, ")");
   add_tokenizer_eos(out);
   return out;
@@ -125,7 +126,8 @@ SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenize
                              DType dtype) {
   SavedModel out;
   out.model = load_hf_model(dir, dtype);
-  out.tokenizer = load_tokenizer(tokenizer_path.empty() ? dir : tokenizer_path);
+  out.tokenizer_path = tokenizer_path.empty() ? dir : tokenizer_path;
+  out.tokenizer = load_tokenizer(out.tokenizer_path);
   out.description = dir;
   add_ids(out.eos_ids, read_hf_config((fs::path(dir) / "config.json").string()).eos_token_ids);
   add_ids(out.eos_ids, generation_eos_ids(dir));

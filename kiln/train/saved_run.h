@@ -14,6 +14,7 @@ namespace kiln::train {
 struct SavedModel {
   std::unique_ptr<CausalLM> model;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::string tokenizer_path;  // the tokenizer.json (or folder) it was loaded from
   std::string description;  // e.g. "outputs/x/checkpoint/step-20 (llama3_debug)"
   // Where generation ends: the eos_token_id of config.json and of
   // generation_config.json (an HF folder, or the one a fine-tune started

@@ -1,9 +1,10 @@
 // Chat fine-tuning as a user runs it: `kiln train --data.format chat` on a
 // JSONL of conversations the test writes (Qwen3's tokenizer and template)
 // trains on the assistant tokens only, lowers that loss over 30 steps,
-// reports the step's targets, resumes from a checkpoint with exactly the
+// reports the step's targets, answers a chat prompt, resumes from a checkpoint with exactly the
 // losses of the uninterrupted run, and exports a Hugging Face folder that
-// transformers loads (its loss on held-out text equals `kiln eval`'s).
+// transformers loads: its loss on text, and its loss on the assistant
+// tokens of conversations, equal `kiln eval`'s.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -67,6 +68,17 @@ TEST(SftE2E, ChatFineTuneTrainsOnAnswersResumesExactlyAndExports) {
     EXPECT_LT(step["targets"].get<int64_t>(), 4 * 48 / 2);
   }
 
+  // A chat reply from the checkpoint: the template's prompt, and a stop at
+  // the end of the assistant's turn or the token limit.
+  const std::string prompts = dir.write(
+      "prompts.jsonl", R"({"messages": [{"role": "user", "content": "What is 3 plus 4?"}]})" "\n"
+                       R"({"prompt": "What is 1 plus 1?"})" "\n");
+  run = run_cli(cat("generate --checkpoint ", whole, " --chat --prompts ", prompts,
+                    " --temperature 0 --max-new-tokens 12 --output ids"));
+  ASSERT_EQ(run.status, 0) << run.output;
+  for (const char* index : {"\"index\":0", "\"index\":1"})
+    EXPECT_NE(run.output.find(index), std::string::npos) << run.output;
+
   // The same run cut after its step-15 checkpoint continues exactly.
   const std::string cut = dir / "cut";
   fs::copy(whole, cut, fs::copy_options::recursive);
@@ -87,6 +99,22 @@ TEST(SftE2E, ChatFineTuneTrainsOnAnswersResumesExactlyAndExports) {
   run = run_cli(cat("eval --hf ", hf, " --data ", docs, " --seq-len 48 --json"));
   ASSERT_EQ(run.status, 0) << run.output;
   json got = json::parse(run.output.substr(run.output.rfind('{')));
+  EXPECT_EQ(got["tokens"], want["tokens"]);
+  EXPECT_NEAR(got["loss"].get<double>(), want["loss"].get<double>(), 1e-5);
+
+  // The masked loss on conversations: `kiln eval --format chat` against
+  // transformers given the ids and labels `kiln tokenizer encode --chat` prints.
+  const std::string chats = dir.write("eval_chat.jsonl", conversations(7));
+  run = run_cli(cat("tokenizer encode --tokenizer ", kQwen3.string(), " --chat --jsonl < ", chats,
+                    " > ", dir / "labels.jsonl"));
+  ASSERT_EQ(run.status, 0) << run.output;
+  ASSERT_TRUE(run_oracle_script("hf_labels_loss.py", cat("--model ", hf, " --data ", dir / "labels.jsonl",
+                                                         " --seq-len 48 --out ", dir / "masked.json"),
+                                dir / "masked.log"));
+  want = json::parse(std::ifstream(dir / "masked.json"));
+  run = run_cli(cat("eval --hf ", hf, " --data ", chats, " --format chat --seq-len 48 --json"));
+  ASSERT_EQ(run.status, 0) << run.output;
+  got = json::parse(run.output.substr(run.output.rfind('{')));
   EXPECT_EQ(got["tokens"], want["tokens"]);
   EXPECT_NEAR(got["loss"].get<double>(), want["loss"].get<double>(), 1e-5);
 }
