@@ -34,6 +34,12 @@ enum class Flow { next, break_, continue_ };
 // Deeper macro calls fail rather than overflow the stack (jinja2 stops at
 // Python's recursion limit).
 constexpr int kMaxMacroDepth = 100;
+// A chat template runs a few thousand statements and loop iterations and
+// renders kilobytes:
+// far past these it is runaway loops (nested range()s), which fail rather
+// than hang or exhaust memory.
+constexpr int64_t kMaxSteps = 10'000'000;
+constexpr size_t kMaxOutputBytes = size_t(64) << 20;
 
 class Interpreter {
  public:
@@ -63,10 +69,16 @@ class Interpreter {
     }
   }
 
+  void count_step() {
+    if (++steps_ > kMaxSteps)
+      failure("the template ran more than ", kMaxSteps, " statements and loop iterations (a runaway loop?)");
+  }
+
   Flow run_stmt(const Stmt& s, Scope& scope, std::string& out) {
+    count_step();
     switch (s.kind) {
-      case Stmt::Kind::text: out += s.text; return Flow::next;
-      case Stmt::Kind::output: out += to_str(eval(*s.expr, scope)); return Flow::next;
+      case Stmt::Kind::text: return emit(s.text, out);
+      case Stmt::Kind::output: return emit(to_str(eval(*s.expr, scope)), out);
       case Stmt::Kind::if_:
         for (const Branch& b : s.branches)
           if (truthy(eval(*b.condition, scope))) return exec(b.body, scope, out);
@@ -90,6 +102,13 @@ class Interpreter {
     return Flow::next;
   }
 
+  Flow emit(const std::string& text, std::string& out) {
+    if (out.size() + text.size() > kMaxOutputBytes)
+      failure("the rendered text exceeds ", kMaxOutputBytes >> 20, " MiB");
+    out += text;
+    return Flow::next;
+  }
+
   void for_loop(const Stmt& s, Scope& scope, std::string& out) {
     std::vector<Value> items = iterate(eval(*s.expr, scope));
     if (s.filter) {  // `for x in xs if cond`: loop.index counts the kept items only
@@ -102,6 +121,7 @@ class Interpreter {
       items = std::move(kept);
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      count_step();
       Scope iteration{&scope, {}};
       assign(s.targets, items[i], iteration);
       iteration.set("loop", Loop{i, items.size()});
@@ -278,6 +298,7 @@ class Interpreter {
   Value context_;
   Scope top_;
   int macro_depth_ = 0;
+  int64_t steps_ = 0;  // statements and loop iterations run
 };
 
 }  // namespace

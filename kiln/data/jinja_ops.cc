@@ -140,7 +140,22 @@ Value float_op(Op op, double x, double y) {
   }
 }
 
+// A bound like the interpreter's on rendered text: no chat template builds
+// a string or list this long, and doubling one in a loop must fail, not
+// exhaust memory.
+constexpr int64_t kMaxLength = int64_t(64) << 20;
+
+int64_t length_of(const Json& seq) {
+  return int64_t(seq.is_string() ? seq.get_ref<const std::string&>().size() : seq.size());
+}
+
+void check_length(int64_t n) {
+  if (n > kMaxLength) failure("a string or list of ", n, " bytes or items: more than ", kMaxLength);
+}
+
 Json repeat(const Json& seq, int64_t times) {
+  const int64_t size = length_of(seq);
+  if (times > 0 && size > 0) check_length(times > kMaxLength / size ? kMaxLength + 1 : times * size);
   Json out = seq.is_string() ? Json("") : Json::array();
   for (int64_t k = 0; k < times; ++k) {
     if (seq.is_string()) out.get_ref<std::string&>() += seq.get_ref<const std::string&>();
@@ -156,6 +171,7 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
   if (x && y) return x->is_float || y->is_float ? float_op(op, x->as_double(), y->as_double()) : integer_op(op, x->i, y->i);
   const Json *ja = a.data(), *jb = b.data();
   if (ja && jb && op == Op::add && ja->type() == jb->type() && (ja->is_string() || ja->is_array())) {
+    check_length(length_of(*ja) + length_of(*jb));
     if (ja->is_string()) return Json(ja->get<std::string>() + jb->get_ref<const std::string&>());
     Json out = *ja;
     out.insert(out.end(), jb->begin(), jb->end());
@@ -261,7 +277,12 @@ bool equal(const Value& a, const Value& b) {
 
 Value binary_op(Op op, const Value& a, const Value& b) {
   switch (op) {
-    case Op::concat: return Json(to_str(a) + to_str(b));
+    case Op::concat: {
+      std::string joined = to_str(a);
+      const std::string right = to_str(b);
+      check_length(int64_t(joined.size() + right.size()));
+      return Json(joined + right);
+    }
     case Op::eq: return Json(equal(a, b));
     case Op::ne: return Json(!equal(a, b));
     case Op::in: return Json(contains(b, a));

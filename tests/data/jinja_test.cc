@@ -352,6 +352,24 @@ TEST(Jinja, RenderErrors) {
             "template: the context must be a JSON object, not array");
 }
 
+// Runaway templates (from a download) fail quickly instead of hanging or
+// exhausting memory.
+TEST(Jinja, RunawayTemplatesAreBounded) {
+  auto error = [](const char* source) { return error_of([&] { render(source); }); };
+  EXPECT_EQ(error("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"),
+            "template line 1: the template ran more than 10000000 statements and loop iterations (a runaway loop?)");
+  EXPECT_EQ(error("{% set ns = namespace(s='xx') %}{% for i in range(40) %}"
+                  "{% set ns.s = ns.s + ns.s %}{% endfor %}"),
+            "template line 1: a string or list of 134217728 bytes or items: more than 67108864");
+  EXPECT_EQ(error("{{ 'ab' * 100000000 }}"),
+            "template line 1: a string or list of 67108865 bytes or items: more than 67108864");
+  EXPECT_EQ(error("{% set ns = namespace(s='xx') %}{% for i in range(40) %}"
+                  "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+            "template line 1: a string or list of 134217728 bytes or items: more than 67108864");
+  EXPECT_EQ(error("{% for i in range(99999) %}{{ 'x' * 1000 }}{% endfor %}"),
+            "template line 1: the rendered text exceeds 64 MiB");
+}
+
 TEST(Jinja, StrftimeNowIsToday) {
   std::string year = render("{{ strftime_now('%Y') }}");
   EXPECT_EQ(year.size(), 4u);

@@ -159,6 +159,19 @@ def run_stats_seeds():
         "program l1 4 2 2 0 0 0\nprogram l3 2 1 1 1024 2048 0.25\ncpu_fused_so l2 9 9 0 99 0 0\n")
 
 
+def chat_template_seeds():
+    for family in ("llama3", "qwen3"):
+        config = json.loads((ASSETS / "tokenizers" / family / "tokenizer_config.json").read_text())
+        put("chat_template", family, config["chat_template"])
+    put("chat_template", "loops",
+        "{% set ns = namespace(s='x') %}{% for i in range(3) %}{% set ns.s = ns.s ~ ns.s %}"
+        "{{ loop.index }}{% endfor %}{{ ns.s|length }}{{ messages|tojson }}\n---\n"
+        '[{"role": "user", "content": "\u00e9"}]')
+    put("chat_template", "filters",
+        "{%- for m in messages if m.role != 'system' -%}{{ m.content|trim|upper }}"
+        "{{ m['role'][::-1] }}{% else %}none{% endfor %}{{ raise_exception('x') if false else 'ok' }}")
+
+
 def kiln_seeds(kiln):
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "c.txt"
@@ -200,6 +213,7 @@ def main():
     recipe_seeds()
     settings_seeds()
     text_seeds()
+    chat_template_seeds()
     hf_config_seeds()
     trace_seeds()
     run_stats_seeds()
