@@ -20,6 +20,7 @@ void add_tokenizer(CLI::App& app);
 void add_train(CLI::App& app);
 void add_generate(CLI::App& app);
 void add_eval(CLI::App& app);
+void add_convert(CLI::App& app);
 void add_data(CLI::App& app);
 void add_numerics_check(CLI::App& app);
 void add_profile(CLI::App& app);

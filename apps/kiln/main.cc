@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_train(app);
   kiln::cli::add_generate(app);
   kiln::cli::add_eval(app);
+  kiln::cli::add_convert(app);
   kiln::cli::add_data(app);
   kiln::cli::add_numerics_check(app);
   kiln::cli::add_profile(app);

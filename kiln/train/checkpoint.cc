@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kiln/base/error.h"
+#include "kiln/data/tokenizer.h"
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_dir.h"
 #include "kiln/ops/shape.h"
@@ -299,19 +300,46 @@ void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& 
     if (fs::is_regular_file(src_dir / n, ec)) copy_file_atomic(src_dir / n, fs::path(dir) / n);
 }
 
-void export_hf(const CausalLM& model, const std::string& tokenizer_path, const std::string& dir) {
+namespace {
+
+// generation_config.json as transformers writes it (keys sorted, indented
+// by two): the id generation starts with and those it stops at, each left
+// out when unknown, one eos id as a number and several as a list.
+std::string generation_config_json(std::optional<int32_t> bos, const std::vector<int32_t>& eos) {
+  nlohmann::json j = nlohmann::json::object();
+  if (bos) j["bos_token_id"] = *bos;
+  if (eos.size() == 1) j["eos_token_id"] = eos[0];
+  if (eos.size() > 1) j["eos_token_id"] = eos;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+void export_hf(const CausalLM& model, const std::string& tokenizer_path, const std::string& dir,
+               const std::vector<int32_t>& eos_ids) {
+  if (const fs::path parent = fs::path(dir).parent_path(); !parent.empty())
+    fs::create_directories(parent);
+  AtomicDir out(dir);
+  const fs::path tmp = out.temp_path();
   HfSaveOptions options;
-  options.overwrite = true;
-  save_hf_model(model, dir, options);
-  if (tokenizer_path.empty()) return;
-  copy_tokenizer_files(tokenizer_path, dir);
-  // transformers' AutoTokenizer wants a tokenizer_config.json; a generic one
-  // loads any tokenizer.json.
-  std::error_code ec;
-  if (!fs::exists(fs::path(dir) / "tokenizer_config.json", ec) &&
-      fs::exists(fs::path(dir) / "tokenizer.json", ec))
-    write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(),
-                      "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n");
+  options.overwrite = true;  // the empty temporary folder
+  save_hf_model(model, tmp.string(), options);
+  std::optional<int32_t> bos;
+  std::vector<int32_t> eos = eos_ids;
+  if (!tokenizer_path.empty()) {
+    copy_tokenizer_files(tokenizer_path, tmp.string());
+    // transformers' AutoTokenizer wants a tokenizer_config.json; a generic
+    // one loads any tokenizer.json.
+    std::error_code ec;
+    if (!fs::exists(tmp / "tokenizer_config.json", ec) && fs::exists(tmp / "tokenizer.json", ec))
+      write_file_atomic((tmp / "tokenizer_config.json").string(),
+                        "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n");
+    const Tokenizer tok = Tokenizer::load(tokenizer_path);
+    bos = bos_token_id(tok);
+    if (auto id = eos_token_id(tok); id && eos.empty()) eos.push_back(*id);
+  }
+  write_file_atomic((tmp / "generation_config.json").string(), generation_config_json(bos, eos));
+  out.commit();
 }
 
 }  // namespace kiln::train

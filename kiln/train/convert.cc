@@ -1,0 +1,95 @@
+#include "kiln/train/convert.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "kiln/base/error.h"
+#include "kiln/io/atomic_file.h"
+#include "kiln/models/hf_config.h"
+#include "kiln/train/checkpoint.h"
+#include "kiln/train/config.h"
+#include "kiln/train/saved_run.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln::train {
+namespace {
+
+bool has_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+// A registered model of the family: the recipe's model.name, whose fields
+// the recipe then sets to the architecture's one by one.
+std::string family_model_name(const ModelConfig& mc) {
+  for (const std::string& name : model_config_names())
+    if (model_config(name).family == mc.family) return name;
+  fail("no registered model of family '", mc.family, "'");
+}
+
+// A recipe for the model `mc` (its [model] section sets every field), which
+// load_checkpoint_model checks against the recorded architecture as it
+// does a fine-tune's; `source` stands as its initial_load_path.
+std::string recipe_for(const ModelConfig& mc, const std::string& source) {
+  TrainConfig c;
+  c.model.name = family_model_name(mc);
+  c.model.changes.fill_from(mc);
+  c.training.seq_len = mc.seq_len;
+  c.checkpoint.initial_load_path = source;
+  finalize(c);
+  return to_toml(c);
+}
+
+// An HF folder's model as a checkpoint folder holding step-0 (no training
+// step yet) and the tokenizer's files. The manifest records the
+// architecture, with the eos ids of the folder's config.json and
+// generation_config.json, so that the checkpoint stands without the folder.
+void write_checkpoint(const SavedModel& m, const std::string& source, const std::string& dir,
+                      DType dtype) {
+  CheckpointData d;
+  for (const auto& [name, t] : m.model->named_parameters()) d.model.emplace_back(name, *t);
+  nlohmann::json architecture = nlohmann::json::parse(hf_config_json(m.model->config(), dtype));
+  architecture["eos_token_id"] = m.eos_ids;
+  d.config = {{"recipe", recipe_for(m.model->config(), source)}, {"model", architecture}};
+  if (const fs::path parent = fs::path(dir).parent_path(); !parent.empty())
+    fs::create_directories(parent);
+  AtomicDir out(dir);
+  CheckpointManager(out.temp_path()).save(d);
+  copy_tokenizer_files(m.tokenizer_path, out.temp_path());
+  out.commit();
+}
+
+}  // namespace
+
+ModelFolder model_folder_kind(const std::string& dir) {
+  std::error_code ec;
+  KILN_CHECK(fs::exists(dir, ec), "cannot convert '", dir, "': it does not exist");
+  KILN_CHECK(fs::is_directory(dir, ec), "cannot convert '", dir, "': it is not a folder");
+  const fs::path d = dir;
+  if (has_file(d / "config.json")) return ModelFolder::hugging_face;
+  if (has_file(d / "manifest.json") || has_file(d / "config.toml") ||
+      CheckpointManager(dir).latest_step())
+    return ModelFolder::checkpoint;
+  fail("cannot convert '", dir, "': it is neither a Hugging Face folder (it has no config.json) "
+       "nor a kiln checkpoint (a run's dump folder, its checkpoint folder or a step-N folder)");
+}
+
+Converted convert_model(const std::string& from, const std::string& to,
+                        const ConvertOptions& options) {
+  const ModelFolder kind = model_folder_kind(from);
+  std::error_code ec;
+  KILN_CHECK(!fs::equivalent(from, to, ec), "cannot convert '", from, "' into itself");
+  KILN_CHECK(options.overwrite || !fs::exists(to, ec), "cannot convert to '", to,
+             "': it already exists (--overwrite replaces it)");
+  if (kind == ModelFolder::checkpoint) {
+    SavedModel m = load_checkpoint_model(from, options.tokenizer_path, options.dtype);
+    export_hf(*m.model, m.tokenizer_path, to, m.eos_ids);
+    return {kind, m.description};
+  }
+  SavedModel m = load_hf_model_dir(from, options.tokenizer_path, options.dtype);
+  write_checkpoint(m, fs::absolute(from).string(), to, options.dtype);
+  return {kind, m.description};
+}
+
+}  // namespace kiln::train
