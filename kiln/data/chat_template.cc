@@ -37,10 +37,20 @@ std::string token_text(const json& config, const char* key, const fs::path& path
   return content->get<std::string>();
 }
 
+// transformers saves the template as chat_template.jinja beside the config
+// (and reads that file first); older folders keep it in the config.
 std::string template_source(const json& config, const fs::path& path) {
+  const fs::path file = path.parent_path() / "chat_template.jinja";
+  std::error_code ec;
+  if (fs::is_regular_file(file, ec)) {
+    std::ifstream in(file, std::ios::binary);
+    KILN_CHECK(in.good(), "cannot read ", file.string());
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
   auto it = config.find("chat_template");
   KILN_CHECK(it != config.end() && !it->is_null(), path.string(),
-             ": no chat_template (this tokenizer has no chat template to render conversations with)");
+             ": no chat_template, and no chat_template.jinja beside it (this tokenizer has no chat "
+             "template to render conversations with)");
   if (it->is_string()) return it->get<std::string>();
   KILN_CHECK(it->is_array(), path.string(), ": chat_template must be a string or a list of {\"name\", \"template\"}");
   std::string names;

@@ -285,16 +285,16 @@ void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& 
   std::error_code ec;
   fs::create_directories(dir, ec);
   fs::path src_dir = fs::is_directory(src, ec) ? src : src.parent_path();
-  std::vector<std::string> names;
+  // The files that describe the tokenizer besides its vocabulary.
+  std::vector<std::string> names = {"tokenizer_config.json", "special_tokens_map.json",
+                                    "chat_template.jinja"};
   if (fs::is_directory(src, ec)) {
-    names = {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json",
-             "special_tokens_map.json"};
+    names.insert(names.end(), {"tokenizer.json", "vocab.json", "merges.txt"});
   } else if (src.filename() == "vocab.json") {
-    names = {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"};
+    names.insert(names.end(), {"vocab.json", "merges.txt"});
   } else {
     KILN_CHECK(fs::is_regular_file(src, ec), "tokenizer '", tokenizer_path, "' does not exist");
     copy_file_atomic(src, fs::path(dir) / "tokenizer.json");
-    names = {"tokenizer_config.json", "special_tokens_map.json"};
   }
   for (const auto& n : names)
     if (fs::is_regular_file(src_dir / n, ec)) copy_file_atomic(src_dir / n, fs::path(dir) / n);

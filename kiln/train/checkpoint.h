@@ -117,9 +117,8 @@ class CheckpointManager {
 bool checkpoint_due(int64_t step, int64_t total, int64_t interval);
 
 // Saves `model` as a Hugging Face directory (save_hf_model: config.json +
-// safetensors) with the tokenizer's files beside it: tokenizer.json (and
-// tokenizer_config.json / special_tokens_map.json when present next to it),
-// or vocab.json + merges.txt; and generation_config.json: the tokenizer's
+// safetensors) with the tokenizer's files beside it (copy_tokenizer_files)
+// and generation_config.json: the tokenizer's
 // document-start token as bos_token_id, `eos_ids` (empty: the tokenizer's
 // end-of-text token) as eos_token_id. `tokenizer_path` is what
 // Tokenizer::load accepts; empty skips the tokenizer. The directory is
@@ -128,8 +127,8 @@ void export_hf(const CausalLM& model, const std::string& tokenizer_path, const s
                const std::vector<int32_t>& eos_ids = {});
 // Copies the files of the tokenizer at `tokenizer_path` (a tokenizer.json,
 // a vocab.json with merges.txt beside it, or a folder holding either) into
-// `dir`, with the tokenizer_config.json and special_tokens_map.json beside
-// them, creating `dir`.
+// `dir`, with the tokenizer_config.json, special_tokens_map.json and
+// chat_template.jinja beside them, creating `dir`.
 void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& dir);
 
 }  // namespace kiln::train

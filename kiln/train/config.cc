@@ -60,6 +60,7 @@ std::vector<Field> fields(TrainConfig& c) {
 
       {"model", "name", &c.model.name, model_config_names()},
       {"model", "tokenizer_path", &c.model.tokenizer_path},
+      {"model", "hf_dir", &c.model.hf_dir},
   };
   // Then the model's overridable fields, declared in kiln/models/model_fields.h.
   for (size_t i = 0; i < model_fields().size(); ++i)
@@ -494,6 +495,11 @@ ModelConfig with_sequence_length(ModelConfig m, const TrainConfig& c) {
 void finalize(TrainConfig& c) {
   // The registry entry (an unknown name was already refused by its choices).
   c.model.changes.fill_from(kiln::model_config(c.model.name));
+  std::string& initial = c.checkpoint.initial_load_path;
+  KILN_CONFIG_CHECK(c.model.hf_dir.empty() || initial.empty() || initial == c.model.hf_dir,
+                    "model.hf_dir", "is '", c.model.hf_dir, "' but checkpoint.initial_load_path is '",
+                    initial, "': both name the folder to start from; set one");
+  if (!c.model.hf_dir.empty()) initial = c.model.hf_dir;
 
   const TrainingSection& t = c.training;
   KILN_CONFIG_CHECK(t.steps >= 1, "training.steps", "must be at least 1, got ", t.steps);

@@ -37,6 +37,9 @@ struct ModelSection {
   // kept in the dump folder (<dump_folder>/tokenizer.json), where a resumed
   // run finds it again.
   std::string tokenizer_path;
+  // A Hugging Face folder to fine-tune: checkpoint.initial_load_path's
+  // other name (architecture, weights and tokenizer come from it).
+  std::string hf_dir;
   // Component implementations among them are swapped before the model is
   // built (also `--override attention=flash`).
   ModelChanges changes;

@@ -78,6 +78,12 @@ void add_tokenizer_eos(SavedModel& m) {
 
 }  // namespace
 
+std::vector<int32_t> hf_folder_eos_ids(const std::string& dir) {
+  std::vector<int32_t> ids = read_hf_config((fs::path(dir) / "config.json").string()).eos_token_ids;
+  add_ids(ids, generation_eos_ids(dir));
+  return ids;
+}
+
 SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path,
                                  DType dtype) {
   LoadedCheckpoint ck = find_checkpoint(dir);
@@ -129,8 +135,7 @@ SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenize
   out.tokenizer_path = tokenizer_path.empty() ? dir : tokenizer_path;
   out.tokenizer = load_tokenizer(out.tokenizer_path);
   out.description = dir;
-  add_ids(out.eos_ids, read_hf_config((fs::path(dir) / "config.json").string()).eos_token_ids);
-  add_ids(out.eos_ids, generation_eos_ids(dir));
+  out.eos_ids = hf_folder_eos_ids(dir);
   add_tokenizer_eos(out);
   return out;
 }

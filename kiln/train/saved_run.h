@@ -31,6 +31,8 @@ struct SavedModel {
 // `dtype`: the parameters' (the checkpoint's f32 masters are rounded to it).
 SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path = "",
                                  DType dtype = DType::f32);
+// The eos_token_id of an HF folder's config.json and generation_config.json.
+std::vector<int32_t> hf_folder_eos_ids(const std::string& dir);
 // A Hugging Face folder: config.json, safetensors and its tokenizer (or
 // `tokenizer_path`), the weights converted to `dtype`.
 SavedModel load_hf_model_dir(const std::string& dir, const std::string& tokenizer_path = "",

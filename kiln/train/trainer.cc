@@ -42,6 +42,7 @@
 #include "kiln/train/profiler.h"
 #include "kiln/train/run_inputs.h"
 #include "kiln/train/run_setup.h"
+#include "kiln/train/saved_run.h"
 #include "kiln/train/signals.h"
 #include "kiln/train/step.h"
 #include "kiln/train/tensor_parallel.h"
@@ -381,7 +382,10 @@ void Run::export_hf_model() {
   for (size_t i = 0; i < s_.names.size(); ++i) sd[s_.names[i]] = full[i];
   m.load_state_dict(sd);
   std::string dir = (fs::path(c_.job.dump_folder) / "hf").string();
-  export_hf(m, tok_.path, dir);
+  // A fine-tune ends where the model it started from ends.
+  const std::string& initial = c_.checkpoint.initial_load_path;
+  export_hf(m, tok_.path, dir,
+            initial.empty() ? std::vector<int32_t>{} : hf_folder_eos_ids(initial));
   out_ << "exported the model as a Hugging Face folder: " << dir << std::endl;
 }
 

@@ -453,7 +453,8 @@ TEST(ChatTemplate, FromTokenizerConfig) {
 
   std::filesystem::path path = config({{"eos_token", "</s>"}});
   EXPECT_EQ(error_of([&] { ChatTemplate::from_tokenizer_config(path); }),
-            path.string() + ": no chat_template (this tokenizer has no chat template to render conversations with)");
+            path.string() + ": no chat_template, and no chat_template.jinja beside it (this tokenizer has no "
+                            "chat template to render conversations with)");
   path = config({{"chat_template", {{{"name", "tool_use"}, {"template", "t"}}}}});
   EXPECT_EQ(error_of([&] { ChatTemplate::from_tokenizer_config(path); }),
             path.string() + ": chat_template has no template named \"default\" (it has: tool_use)");
@@ -466,6 +467,12 @@ TEST(ChatTemplate, FromTokenizerConfig) {
   path = dir.write("broken.json", "{");
   kiln::test::expect_error([&] { ChatTemplate::from_tokenizer_config(path); }, path.string() + ": not valid JSON");
   kiln::test::expect_error([&] { ChatTemplate::from_tokenizer_config(dir / "absent.json"); }, "absent.json: cannot open");
+
+  // A chat_template.jinja beside the config is the template, as transformers reads it.
+  dir.write("chat_template.jinja", "[{{ messages[0].content }}]{{ eos_token }}");
+  EXPECT_EQ(ChatTemplate::from_tokenizer_config(config({{"chat_template", "old"}, {"eos_token", "</s>"}}))
+                .render(chat, false),
+            "[hi]</s>");
 }
 
 // The shipped tokenizers' templates, without Python (the oracle test

@@ -17,11 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 TEST(ConvertFsdp, ATwoRankCheckpointConvertsToTheWholeModel) {
   TempDir dir;
   const std::string corpus = dir / "corpus.txt";
@@ -41,7 +36,7 @@ TEST(ConvertFsdp, ATwoRankCheckpointConvertsToTheWholeModel) {
   for (const char* f : {"config.json", "model.safetensors", "generation_config.json",
                         "tokenizer.json", "tokenizer_config.json"}) {
     ASSERT_TRUE(fs::exists(hf / f)) << f;
-    EXPECT_EQ(read(hf / f), read(run / "hf" / f)) << f;
+    EXPECT_EQ(read_file(hf / f), read_file(run / "hf" / f)) << f;
   }
 }
 

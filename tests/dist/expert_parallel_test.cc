@@ -129,7 +129,9 @@ TEST_F(ExpertParallel, CapacityDropsAreCountedInTheMetrics) {
 
 TEST_F(ExpertParallel, TheGraphTrainerAndTheScanGiveEagersBits) {
   for (const MeshRun& m : {kMeshes[0], kMeshes[1]}) {
-    if (!fs::exists(runs_->root() / m.name)) ASSERT_EQ(runs_->kiln(m, m.name, "").status, 0);
+    if (!fs::exists(runs_->root() / m.name)) {
+      ASSERT_EQ(runs_->kiln(m, m.name, "").status, 0);
+    }
     runs_->expect_same_as_eager(m, "graph", "--compile.graph_trainer");
     runs_->expect_same_as_eager(m, "graph_spmd_safe",
                                 "--compile.graph_trainer --compile.spmd_safe=true");

@@ -26,12 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read(p)); }
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
 
 // `want` with each f32 value rounded to bf16 (round to nearest even).
 std::vector<float> rounded_to_bf16(const std::vector<float>& want) {
@@ -112,7 +107,7 @@ TEST_F(ConvertE2E, ACheckpointBecomesAHuggingFaceFolderInFloat32AndBfloat16) {
     EXPECT_TRUE(fs::exists(f32 / f)) << f;
     EXPECT_TRUE(fs::exists(b16 / f)) << f;
   }
-  EXPECT_EQ(read(f32 / "tokenizer.json"), read(run_ / "tokenizer.json"));
+  EXPECT_EQ(read_file(f32 / "tokenizer.json"), read_file(run_ / "tokenizer.json"));
   EXPECT_EQ(read_json(f32 / "config.json")["torch_dtype"], "float32");
   EXPECT_EQ(read_json(b16 / "config.json")["torch_dtype"], "bfloat16");
 
@@ -126,15 +121,15 @@ TEST_F(ConvertE2E, ACheckpointBecomesAHuggingFaceFolderInFloat32AndBfloat16) {
   const std::string want_generation = nlohmann::json{{"bos_token_id", *bos_token_id(tok)},
                                                      {"eos_token_id", *eos_token_id(tok)}}
                                           .dump(2) + "\n";
-  EXPECT_EQ(read(f32 / "generation_config.json"), want_generation);
-  EXPECT_EQ(read(b16 / "generation_config.json"), want_generation);
+  EXPECT_EQ(read_file(f32 / "generation_config.json"), want_generation);
+  EXPECT_EQ(read_file(b16 / "generation_config.json"), want_generation);
 
   // A step-N folder and a checkpoint folder name the same checkpoints.
   const fs::path step2 = root_ / "hf_step2", latest = root_ / "hf_latest";
   convert("--from " + (run_ / "checkpoint" / "step-2").string() + " --to " + step2.string());
   convert("--from " + (run_ / "checkpoint").string() + " --to " + latest.string());
   expect_weights(read_hf_weights(step2.string()), checkpoint_weights(2), DType::f32);
-  EXPECT_EQ(read(latest / "model.safetensors"), read(f32 / "model.safetensors"));
+  EXPECT_EQ(read_file(latest / "model.safetensors"), read_file(f32 / "model.safetensors"));
 
   // The folder is the checkpoint's model: the same loss in `kiln eval`.
   EXPECT_EQ(eval("--hf " + f32.string(), root_ / "docs.jsonl")["loss"],
@@ -163,7 +158,7 @@ TEST_F(ConvertE2E, AHuggingFaceFolderBecomesACheckpointAndBackBitForBit) {
 
   convert("--from " + ck.string() + " --to " + back.string());
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
-    EXPECT_EQ(read(back / f), read(moved / f)) << f;
+    EXPECT_EQ(read_file(back / f), read_file(moved / f)) << f;
   expect_weights(read_hf_weights(back.string()), read_hf_weights(moved.string()), DType::f32);
   EXPECT_EQ(read_json(back / "generation_config.json")["eos_token_id"],
             nlohmann::json::array({1, 5}));
@@ -210,7 +205,7 @@ TEST_F(ConvertE2E, ErrorsAreOneLineAndLeaveNoDestination) {
   fs::create_directories(out / "dst");
   std::ofstream(out / "dst" / "old.txt") << "old\n";
   expect_error("--from " + run_.string() + to, "it already exists (--overwrite replaces it)");
-  EXPECT_EQ(read(out / "dst" / "old.txt"), "old\n");
+  EXPECT_EQ(read_file(out / "dst" / "old.txt"), "old\n");
   convert("--from " + run_.string() + to + " --overwrite");
   EXPECT_FALSE(fs::exists(out / "dst" / "old.txt"));
   EXPECT_TRUE(fs::exists(out / "dst" / "generation_config.json"));
@@ -225,7 +220,7 @@ TEST_F(ConvertE2E, ErrorsAreOneLineAndLeaveNoDestination) {
     expect_error("--from " + from.string() + " --to " + (out / "file").string() + " --overwrite",
                  "it exists and is not a directory");
     EXPECT_EQ(entries_named(out, "file"), std::vector<std::string>{"file"});
-    EXPECT_EQ(read(out / "file"), "a file\n");
+    EXPECT_EQ(read_file(out / "file"), "a file\n");
   }
 }
 

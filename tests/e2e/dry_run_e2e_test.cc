@@ -168,7 +168,7 @@ TEST(DryRun, Qwen3_30bA3bSplitsItsExpertsOverEp8) {
 // A degree a real run refuses is refused with the same message.
 TEST(DryRun, RefusesWhatARunRefuses) {
   const std::string run = "train --config llama3_debug --training.steps 1 --data.path /nonexistent";
-  for (const std::string flags : {std::string("--parallelism.tensor_parallel_degree 2"),
+  for (const std::string& flags : {std::string("--parallelism.tensor_parallel_degree 2"),
                                   std::string("--parallelism.expert_parallel_degree 2"),
                                   std::string("--parallelism.data_parallel_shard_degree 3")}) {
     SCOPED_TRACE(flags);

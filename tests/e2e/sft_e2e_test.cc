@@ -108,7 +108,7 @@ TEST(SftE2E, ChatFineTuneTrainsOnAnswersResumesExactlyAndExports) {
   run = run_cli(cat("tokenizer encode --tokenizer ", kQwen3.string(), " --chat --jsonl < ", chats,
                     " > ", dir / "labels.jsonl"));
   ASSERT_EQ(run.status, 0) << run.output;
-  ASSERT_TRUE(run_oracle_script("hf_labels_loss.py", cat("--model ", hf, " --data ", dir / "labels.jsonl",
+  ASSERT_TRUE(run_oracle_script("hf_eval.py", cat("--model ", hf, " --data ", dir / "labels.jsonl",
                                                          " --seq-len 48 --out ", dir / "masked.json"),
                                 dir / "masked.log"));
   want = json::parse(std::ifstream(dir / "masked.json"));

@@ -330,12 +330,13 @@ TEST_F(TrainE2E, PrintConfig) {
   EXPECT_NE(r.output.find("[training]\nsteps = 7\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("attention_impl = \"flash\""), std::string::npos) << r.output;
   // Each component's registered implementations, with their descriptions.
-  for (const ModelField& f : model_fields())
-    if (f.registry)
-      for (const std::string& impl : f.registry->names())
-        EXPECT_NE(r.output.find("#   " + impl + ": " + f.registry->description(impl) + "\n"),
-                  std::string::npos)
-            << f.key << " " << impl << "\n" << r.output;
+  for (const ModelField& f : model_fields()) {
+    if (!f.registry) continue;
+    for (const std::string& impl : f.registry->names())
+      EXPECT_NE(r.output.find("#   " + impl + ": " + f.registry->description(impl) + "\n"),
+                std::string::npos)
+          << f.key << " " << impl << "\n" << r.output;
+  }
 }
 
 TEST_F(TrainE2E, BadInputFailsWithOneLine) {

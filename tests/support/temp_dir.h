@@ -5,10 +5,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 
 namespace kiln::test {
+
+// The bytes of file `path` ("" when it cannot be read).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
 
 class TempDir {
  public:

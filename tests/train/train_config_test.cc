@@ -164,6 +164,34 @@ TEST(TrainConfig, GraphSplitAndOffloadCombinations) {
   finalize(scan);
 }
 
+// model.hf_dir is checkpoint.initial_load_path's other name; chat data
+// needs a tokenizer with a chat template and a data path.
+TEST(TrainConfig, HfDirAndChatData) {
+  auto refusal = [](std::initializer_list<std::pair<const char*, const char*>> settings) {
+    return error_of([&] {
+      TrainConfig c;
+      for (auto [key, value] : settings) apply_setting(c, key, value);
+      finalize(c);
+    });
+  };
+  TrainConfig c;
+  apply_setting(c, "model.hf_dir", "/models/qwen3");
+  finalize(c);
+  EXPECT_EQ(c.checkpoint.initial_load_path, "/models/qwen3");
+  EXPECT_CONTAINS(refusal({{"model.hf_dir", "/a"}, {"checkpoint.initial_load_path", "/b"}}),
+                  "model.hf_dir: is '/a' but checkpoint.initial_load_path is '/b'");
+  EXPECT_CONTAINS(refusal({{"data.format", "chat"}, {"data.path", "c.jsonl"}}),
+                  "chat renders conversations with a tokenizer's chat template");
+  EXPECT_CONTAINS(refusal({{"data.format", "chat"}, {"model.tokenizer_path", "tok"}}),
+                  "chat needs --data.path");
+  EXPECT_CONTAINS(refusal({{"data.train_on", "answers"}}), "data.train_on");
+  TrainConfig chat;
+  for (auto [key, value] : {std::pair{"data.format", "chat"}, {"data.path", "c.jsonl"},
+                            {"model.hf_dir", "/models/qwen3"}, {"data.train_on", "all"}})
+    apply_setting(chat, key, value);
+  finalize(chat);
+}
+
 TEST(TrainConfig, TomlBadTypeAndSyntax) {
   TrainConfig c;
   std::string e = error_of([&] { apply_toml(c, "[training]\nsteps = \"ten\"\n", "r.toml"); });
