@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "apps/kiln/commands.h"
+#include "apps/kiln/model_source.h"
 #include "kiln/base/error.h"
 #include "kiln/train/convert.h"
 
@@ -17,9 +18,7 @@ struct ConvertArgs {
 };
 
 void convert(const ConvertArgs& a) {
-  const DType dtype = parse_dtype(a.dtype);
-  KILN_CHECK(dtype == DType::f32 || dtype == DType::bf16,
-             "--dtype must be float32 or bfloat16, got '", a.dtype, "'");
+  const DType dtype = weights_dtype(a.dtype);
   const train::Converted c = train::convert_model(a.from, a.to, {dtype, a.tokenizer, a.overwrite});
   std::cout << "converted " << c.description << " to "
             << (c.from == train::ModelFolder::checkpoint ? "a Hugging Face folder"

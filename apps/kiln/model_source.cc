@@ -12,16 +12,21 @@ void ModelSource::add_options(CLI::App& cmd) {
   cmd.add_option("--dtype", dtype, "The weights' dtype: float32 or bfloat16")->capture_default_str();
 }
 
+DType weights_dtype(const std::string& name) {
+  const DType d = parse_dtype(name);
+  KILN_CHECK(d == DType::f32 || d == DType::bf16, "--dtype must be float32 or bfloat16, got '",
+             name, "'");
+  return d;
+}
+
 void ModelSource::check() const {
   KILN_CHECK(checkpoint.empty() != hf.empty(), "give exactly one of --checkpoint DIR and --hf DIR");
-  const DType d = parse_dtype(dtype);
-  KILN_CHECK(d == DType::f32 || d == DType::bf16, "--dtype must be float32 or bfloat16, got '",
-             dtype, "'");
+  weights_dtype(dtype);
 }
 
 train::SavedModel ModelSource::load() const {
   check();
-  const DType d = parse_dtype(dtype);
+  const DType d = weights_dtype(dtype);
   return hf.empty() ? train::load_checkpoint_model(checkpoint, tokenizer, d)
                     : train::load_hf_model_dir(hf, tokenizer, d);
 }

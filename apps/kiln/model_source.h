@@ -9,6 +9,9 @@
 
 namespace kiln::cli {
 
+// --dtype of a command that writes or runs weights: float32 or bfloat16.
+DType weights_dtype(const std::string& name);
+
 struct ModelSource {
   std::string checkpoint, hf, tokenizer, dtype = "float32";
 
