@@ -61,29 +61,6 @@ std::vector<train::TokenSequence> packed_windows(std::vector<std::vector<int32_t
   return out;
 }
 
-// Chat conversations, each one sequence whose targets are the tokens
-// training takes the loss on (data.train_on), truncated to seq_len.
-std::vector<train::TokenSequence> chat_sequences(const std::vector<std::string>& files,
-                                                 const train::SavedModel& m,
-                                                 const std::string& train_on, int64_t seq_len) {
-  const data::TokenCorpus corpus =
-      data::read_chat_corpus(files, data::tokenizer_chat_template(m.tokenizer_path), *m.tokenizer,
-                             {data::parse_train_on(train_on), 0});
-  std::vector<train::TokenSequence> out;
-  for (int64_t d = 0; d < corpus.num_documents(); ++d) {
-    const int64_t n = std::min(corpus.document_length(d), seq_len + 1);
-    if (n < 2) continue;
-    std::vector<int64_t> ids(size_t(n), 0);
-    std::vector<uint8_t> trained(size_t(n), 0);
-    corpus.read(d, 0, n, ids.data());
-    corpus.read_trained(d, 0, n, trained.data());
-    train::TokenSequence s{{ids.begin(), ids.end() - 1}, {}};
-    for (int64_t t = 1; t < n; ++t) s.targets.push_back(trained[size_t(t)] ? ids[size_t(t)] : -100);
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 void eval(const EvalArgs& a) {
   a.model.check();
   KILN_CHECK(!a.data.empty(), "kiln eval needs --data FILE_OR_FOLDER");
@@ -106,8 +83,14 @@ void eval(const EvalArgs& a) {
   source.text_key = a.text_key;
   const Tokenizer& tok = *m.tokenizer;
   std::vector<train::TokenSequence> sequences =
-      a.format == "chat" ? chat_sequences(files, m, a.train_on, seq_len)
-      : jsonl ? train::document_sequences(tokenize_documents(files, source, tok, true), seq_len)
+      a.format == "chat"
+          ? train::document_sequences(
+                data::read_chat_corpus(files, data::tokenizer_chat_template(m.tokenizer_path), tok,
+                                       {data::parse_train_on(a.train_on), 0}),
+                seq_len)
+      : jsonl ? train::document_sequences(
+                    data::TokenCorpus::from_documents(tokenize_documents(files, source, tok, true)),
+                    seq_len)
               : packed_windows(tokenize_documents(files, source, tok, false), tok, seq_len);
   KILN_CHECK(!sequences.empty(), "no sequence to evaluate in ", files.size(),
              " file(s): every document has fewer than two tokens");

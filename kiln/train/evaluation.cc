@@ -49,14 +49,19 @@ double validation_loss(const CausalLM& model, data::DataLoader& loader, const Va
   return loss / targets;
 }
 
-std::vector<TokenSequence> document_sequences(const std::vector<std::vector<int32_t>>& documents,
-                                              int64_t seq_len) {
+std::vector<TokenSequence> document_sequences(const data::TokenCorpus& corpus, int64_t seq_len) {
   KILN_CHECK(seq_len >= 1, "document_sequences: seq_len must be >= 1, got ", seq_len);
   std::vector<TokenSequence> out;
-  for (const std::vector<int32_t>& d : documents) {
-    const size_t n = std::min(d.size(), size_t(seq_len) + 1);
+  for (int64_t d = 0; d < corpus.num_documents(); ++d) {
+    const int64_t n = std::min(corpus.document_length(d), seq_len + 1);
     if (n < 2) continue;
-    out.push_back({{d.begin(), d.begin() + long(n) - 1}, {d.begin() + 1, d.begin() + long(n)}});
+    std::vector<int64_t> ids(size_t(n), 0);
+    std::vector<uint8_t> trained(size_t(n), 0);
+    corpus.read(d, 0, n, ids.data());
+    corpus.read_trained(d, 0, n, trained.data());
+    TokenSequence s{{ids.begin(), ids.end() - 1}, {}};
+    for (int64_t t = 1; t < n; ++t) s.targets.push_back(trained[size_t(t)] ? ids[size_t(t)] : -100);
+    out.push_back(std::move(s));
   }
   return out;
 }
@@ -75,25 +80,20 @@ EvalResult evaluate(const CausalLM& model, const std::vector<TokenSequence>& seq
   double sum = 0, count = 0;
   for (size_t first = 0; first < sequences.size(); first += size_t(batch_size)) {
     const size_t last = std::min(sequences.size(), first + size_t(batch_size));
-    int64_t longest = 0;
+    // The rows, padded to the bound [batch_size, seq_len] (bounded_batch.h's values).
+    std::vector<int64_t> ids(size_t(batch_size * seq_len), 0), targets(ids.size(), -100);
     for (size_t i = first; i < last; ++i) {
       const TokenSequence& s = sequences[i];
       KILN_CHECK(s.ids.size() == s.targets.size() && int64_t(s.ids.size()) <= seq_len,
                  "evaluate: sequence ", i, " has ", s.ids.size(), " ids and ", s.targets.size(),
                  " targets; at most seq_len ", seq_len, " of each, as many targets as ids");
-      longest = std::max(longest, int64_t(s.ids.size()));
+      const long row = long(i - first) * seq_len;
+      std::copy(s.ids.begin(), s.ids.end(), ids.begin() + row);
+      std::copy(s.targets.begin(), s.targets.end(), targets.begin() + row);
     }
-    // The rows [last - first, longest], padded to the bound.
-    std::vector<int64_t> ids(size_t((last - first) * longest), 0), targets(ids.size(), -100);
-    for (size_t i = first; i < last; ++i) {
-      std::copy(sequences[i].ids.begin(), sequences[i].ids.end(), ids.begin() + long((i - first) * longest));
-      std::copy(sequences[i].targets.begin(), sequences[i].targets.end(),
-                targets.begin() + long((i - first) * longest));
-    }
-    const Shape shape{int64_t(last - first), longest};
-    data::Batch b = data::pad_batch({from_vector(ids, shape), from_vector(targets, shape), {}, {}},
-                                    batch_size, seq_len);
-    std::vector<double> totals = loss({b.ids, b.targets})[0].to_vector<double>();
+    const Shape shape{batch_size, seq_len};
+    std::vector<double> totals =
+        loss({from_vector(ids, shape), from_vector(targets, shape)})[0].to_vector<double>();
     sum += totals[0];
     count += totals[1];
     r.sequences += int64_t(last - first);

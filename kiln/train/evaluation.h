@@ -36,11 +36,11 @@ struct TokenSequence {
   std::vector<int64_t> ids, targets;
 };
 
-// Each document (token ids) as one sequence, its first seq_len + 1 tokens:
-// ids = doc[:-1], targets = doc[1:]. A document of one token has no
+// Each document of `corpus` as one sequence, its first seq_len + 1 tokens:
+// ids = doc[:-1], targets = doc[1:], -100 where the corpus marks a token as
+// no training target (a chat's prompt). A document of one token has no
 // target and no sequence.
-std::vector<TokenSequence> document_sequences(const std::vector<std::vector<int32_t>>& documents,
-                                              int64_t seq_len);
+std::vector<TokenSequence> document_sequences(const data::TokenCorpus& corpus, int64_t seq_len);
 
 struct EvalResult {
   int64_t sequences = 0, tokens = 0;  // tokens: targets evaluated
