@@ -27,7 +27,7 @@ ctest --test-dir build -LE slow --output-on-failure -j "$jobs"
 
 if [ "${1:-}" != "--quick" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ASAN=ON -DKILN_BENCH=OFF -DKILN_CUDA=OFF ${KILN_CMAKE_ARGS:-} >/dev/null
-  cmake --build build-asan
+  cmake --build build-asan --target kiln_unit_tests
   # UBSan's reports fail the test (gcc's UBSan only prints them by default).
   ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
