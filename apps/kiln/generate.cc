@@ -29,16 +29,16 @@ struct GenerateArgs {
 
 // The prompts of a --prompts file: one JSON object per line with a string
 // "prompt" or, with --chat, a conversation "messages"; blank lines are skipped.
-std::vector<nlohmann::json> read_prompts(const std::string& path, bool chat) {
+std::vector<nlohmann::ordered_json> read_prompts(const std::string& path, bool chat) {
   std::ifstream f(path);
   KILN_CHECK(f.good(), "cannot read the prompts file '", path, "'");
-  std::vector<nlohmann::json> prompts;
+  std::vector<nlohmann::ordered_json> prompts;
   std::string line;
   for (int64_t n = 1; std::getline(f, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
+    nlohmann::ordered_json j;
     try {
-      j = nlohmann::json::parse(line);
+      j = nlohmann::ordered_json::parse(line);
     } catch (const nlohmann::json::exception& e) {
       fail(path, ":", n, ": not valid JSON: ", e.what());
     }
@@ -84,12 +84,13 @@ class StopStrings {
 // A prompt's ids: its text after the tokenizer's document-start token or,
 // in chat mode, the conversation (a text is one user message) rendered by
 // the chat template up to the assistant's turn.
-std::vector<int32_t> encode_prompt(const Tokenizer& tok, const nlohmann::json& prompt,
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const nlohmann::ordered_json& prompt,
                                    const data::ChatTemplate* chat, int64_t vocab) {
   std::vector<int32_t> ids;
   if (chat) {
-    nlohmann::json messages =
-        prompt.is_string() ? nlohmann::json::array({{{"role", "user"}, {"content", prompt}}}) : prompt;
+    nlohmann::ordered_json messages =
+        prompt.is_string() ? nlohmann::ordered_json::array({{{"role", "user"}, {"content", prompt}}})
+                           : prompt;
     data::check_messages(messages);
     ids = tok.encode(chat->render(messages, /*add_generation_prompt=*/true));
   } else {
@@ -136,8 +137,9 @@ void generate(const GenerateArgs& a) {
   KILN_CHECK(a.gen.max_new_tokens >= 0, "--max-new-tokens must be >= 0, got ", a.gen.max_new_tokens);
   check_sampling(a.gen.sampling);  // before the model loads, which takes a while
   const StopStrings stop(a.stop);
-  std::vector<nlohmann::json> texts = a.prompts_file.empty() ? std::vector<nlohmann::json>{a.prompt}
-                                                             : read_prompts(a.prompts_file, a.chat);
+  std::vector<nlohmann::ordered_json> texts =
+      a.prompts_file.empty() ? std::vector<nlohmann::ordered_json>{a.prompt}
+                             : read_prompts(a.prompts_file, a.chat);
   train::SavedModel m = a.model.load();
   const Tokenizer& tok = *m.tokenizer;
   const int64_t vocab = m.model->config().vocab_size;
@@ -145,7 +147,7 @@ void generate(const GenerateArgs& a) {
   if (a.chat) chat = data::tokenizer_chat_template(m.tokenizer_path);
   std::vector<std::vector<int32_t>> prompts;
   size_t longest = 0;
-  for (const nlohmann::json& t : texts) {
+  for (const nlohmann::ordered_json& t : texts) {
     prompts.push_back(encode_prompt(tok, t, chat ? &*chat : nullptr, vocab));
     longest = std::max(longest, prompts.back().size());
   }

@@ -57,7 +57,7 @@ void encode_chats(const EncodeArgs& a) {
   for (size_t n = 1; std::getline(std::cin, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      nlohmann::json j = nlohmann::json::parse(line);
+      nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
       KILN_CHECK(j.is_object() && j.contains("messages"),
                  "expected an object with \"messages\"");
       data::EncodedChat c = data::encode_chat(chat, tok, j["messages"], train_on);

@@ -27,7 +27,7 @@ TrainOn parse_train_on(std::string_view name) {
 }
 
 EncodedChat encode_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
-                        const nlohmann::json& messages, TrainOn train_on) {
+                        const nlohmann::ordered_json& messages, TrainOn train_on) {
   check_messages(messages);
   const std::string text = chat_template.render(messages, /*add_generation_prompt=*/false);
   EncodedChat out{tokenizer.encode(text), {}};
@@ -38,7 +38,7 @@ EncodedChat encode_chat(const ChatTemplate& chat_template, const Tokenizer& toke
     if (messages[i]["role"] != "assistant") continue;
     KILN_CHECK(i > 0, "message 0 is the assistant's: a conversation to train on starts with a "
                "prompt");
-    const nlohmann::json before(messages.begin(), messages.begin() + long(i));
+    const nlohmann::ordered_json before(messages.begin(), messages.begin() + long(i));
     const std::string prompt = chat_template.render(before, /*add_generation_prompt=*/true);
     KILN_CHECK(text.starts_with(prompt), "message ", i,
                " (assistant): the chat template renders the conversation before it differently "
@@ -59,7 +59,7 @@ EncodedChat encode_chat(const ChatTemplate& chat_template, const Tokenizer& toke
 }
 
 int32_t assistant_end_token(const ChatTemplate& chat_template, const Tokenizer& tokenizer) {
-  const nlohmann::json probe = nlohmann::json::parse(
+  const nlohmann::ordered_json probe = nlohmann::ordered_json::parse(
       R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])");
   EncodedChat c = encode_chat(chat_template, tokenizer, probe, TrainOn::completion);
   for (size_t t = c.ids.size(); t-- > 0;)
@@ -78,7 +78,7 @@ TokenCorpus read_chat_corpus(const std::vector<std::string>& files, const ChatTe
     for (int64_t n = 1; std::getline(f, line); ++n) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       try {
-        nlohmann::json j = nlohmann::json::parse(line);
+        nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
         KILN_CHECK(j.is_object() && j.contains("messages"),
                    "each line must be a JSON object with \"messages\"");
         EncodedChat c = encode_chat(chat_template, tokenizer, j["messages"], options.train_on);

@@ -38,7 +38,7 @@ struct EncodedChat {
 // generation prompt does not end on a token boundary, cannot be masked:
 // kiln::Error saying which message.
 EncodedChat encode_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
-                        const nlohmann::json& messages, TrainOn train_on);
+                        const nlohmann::ordered_json& messages, TrainOn train_on);
 
 // The special token that closes an assistant turn in this template (e.g.
 // <|eot_id|>, <|im_end|>): where a chat reply ends.

@@ -9,7 +9,7 @@
 
 namespace kiln::data {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
 namespace {

@@ -27,8 +27,10 @@ class ChatTemplate {
   // tools and documents (None), then the keys of `extra` (e.g.
   // enable_thinking, tools), which replace those of the same name.
   // `messages` must be a list of objects; check_messages checks more.
-  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
-                     const nlohmann::json& extra = nlohmann::json::object()) const;
+  // Objects keep their keys' order, as Python's dicts do (`tojson` of a
+  // tool call's arguments prints them in that order).
+  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
  private:
   JinjaTemplate template_;
@@ -38,6 +40,6 @@ class ChatTemplate {
 // Checks a conversation before rendering: messages is a non-empty array of
 // objects each with a string "role" and a string "content"; kiln::Error
 // naming the message index and what is wrong otherwise.
-void check_messages(const nlohmann::json& messages);
+void check_messages(const nlohmann::ordered_json& messages);
 
 }  // namespace kiln::data

@@ -37,9 +37,9 @@ class JinjaTemplate {
 
   // Renders with the keys of `context` (a JSON object) as variables. The
   // template may be rendered many times, also from several threads at once.
-  // Keys of objects in `context` are in nlohmann::json's sorted order, which
-  // is what `tojson` and `items()` then see.
-  std::string render(const nlohmann::json& context) const;
+  // Objects keep their keys' order (as Python's dicts do), which is what
+  // `tojson` and `items()` then see.
+  std::string render(const nlohmann::ordered_json& context) const;
 
  private:
   std::shared_ptr<const jinja::Program> program_;

@@ -1,7 +1,8 @@
 // kiln's chat templates against transformers: every conversation is rendered
 // by kiln and by tokenizer.apply_chat_template(messages, tokenize=False, ...)
 // (and every template snippet by transformers' jinja2 environment), and the
-// strings must be equal. One Python run computes all references.
+// strings must be equal. Objects keep their keys' order on both sides (tojson
+// prints them so). One Python run computes all references.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -19,7 +20,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using kiln::data::ChatTemplate;
 using kiln::data::JinjaTemplate;
 
