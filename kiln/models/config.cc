@@ -196,11 +196,28 @@ std::vector<std::string> model_config_names() {
 int64_t param_count(const ModelConfig& config) { return count(config, false); }
 int64_t active_param_count(const ModelConfig& config) { return count(config, true); }
 
-double flops_per_token(const ModelConfig& c, int64_t seq_len) {
-  KILN_CHECK(seq_len > 0, "flops_per_token: seq_len must be positive, got ", seq_len);
+namespace {
+
+// N of flops_per_token: the parameters that are matmul operands.
+double matmul_params(const ModelConfig& c) {
   double n = double(active_param_count(c) - c.vocab_size * c.dim);  // less the embedding table
   if (c.tie_embeddings) n += double(c.vocab_size * c.dim);         // the tied LM head is a matmul
-  return 6 * n + 12.0 * double(c.n_layers * c.n_heads * c.head_dim) * double(seq_len);
+  return n;
+}
+
+double attention_flops(const ModelConfig& c, int64_t seq_len) {
+  KILN_CHECK(seq_len > 0, "flops_per_token: seq_len must be positive, got ", seq_len);
+  return 12.0 * double(c.n_layers * c.n_heads * c.head_dim) * double(seq_len);
+}
+
+}  // namespace
+
+double flops_per_token(const ModelConfig& c, int64_t seq_len) {
+  return 6 * matmul_params(c) + attention_flops(c, seq_len);
+}
+
+double lora_flops_per_token(const ModelConfig& c, int64_t seq_len, int64_t adapter_params) {
+  return 4 * matmul_params(c) + 6 * double(adapter_params) + attention_flops(c, seq_len);
 }
 
 }  // namespace kiln

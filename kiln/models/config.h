@@ -93,5 +93,9 @@ int64_t active_param_count(const ModelConfig& config);
 // each) over all seq_len keys: causal sparsity is not discounted and the
 // flash-attention recomputation is not counted.
 double flops_per_token(const ModelConfig& config, int64_t seq_len);
+// The same for LoRA training with `adapter_params` adapter elements: the
+// frozen weights' backward computes the input gradient only, so they count
+// 4 * N, and the adapters 6 each.
+double lora_flops_per_token(const ModelConfig& config, int64_t seq_len, int64_t adapter_params);
 
 }  // namespace kiln

@@ -1,5 +1,7 @@
 #include "kiln/nn/layers.h"
 
+#include <cmath>
+
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/indexing.h"
@@ -19,9 +21,25 @@ Tensor Linear::forward(const Tensor& x) const {
   // One GEMM over all leading dims.
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = weight.dim(0);
-  Tensor y = apply_hook(product_hook, matmul(x.reshape({-1, in}), weight, false, true));
+  Tensor flat = x.reshape({-1, in});
+  Tensor y = apply_hook(product_hook, matmul(flat, weight, false, true));
   if (bias.defined()) y = y + bias;
+  if (lora_A) y = y + lora_B->forward(lora_A->forward(flat)) * lora_scale;
   return y.reshape(out_shape);
+}
+
+void Linear::add_lora(int64_t rank, double scale, Generator& g) {
+  KILN_CHECK(!lora_A, "Linear::add_lora: the layer has an adapter already");
+  KILN_CHECK(rank >= 1, "Linear::add_lora: rank must be at least 1, got ", rank);
+  const int64_t in = weight.dim(1), out = weight.dim(0);
+  lora_A = std::make_unique<Linear>(in, rank, false, weight.dtype());
+  lora_B = std::make_unique<Linear>(rank, out, false, weight.dtype());
+  const double bound = 1.0 / std::sqrt(double(in));
+  lora_A->weight = uniform({rank, in}, -bound, bound, g, weight.dtype(), weight.device());
+  lora_B->set_init("weight", Init::zeros);  // also when init_parameters runs again
+  register_module("lora_A", lora_A.get());
+  register_module("lora_B", lora_B.get());
+  lora_scale = scale;
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, DType dtype) {

@@ -14,12 +14,24 @@ using NormFn = std::function<Tensor(const Tensor& x, const Tensor& weight, doubl
 ComponentRegistry<NormFn>& norm_impls();
 
 // y = x @ weight^T (+ bias) over x's last axis; weight [out, in], bias [out].
+// With a LoRA adapter (add_lora), y += scale * (x @ lora_A^T) @ lora_B^T.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype = DType::f32);
   Tensor forward(const Tensor& x) const;
+
+  // Adds a low-rank adapter (Hu et al., LoRA) as the children "lora_A"
+  // [rank, in] and "lora_B" [out, rank], PEFT's names and initialisation:
+  // lora_A uniform in +-1/sqrt(in) from `g` (kaiming_uniform with a =
+  // sqrt(5)), lora_B zero, so the layer starts as it was. `scale` is PEFT's
+  // lora_alpha / rank. An error if the layer has one already.
+  void add_lora(int64_t rank, double scale, Generator& g);
+  bool has_lora() const { return lora_A != nullptr; }
+
   Tensor weight, bias;  // bias undefined when the layer has none
   TensorHook product_hook;  // on x @ weight^T, before the bias is added
+  std::unique_ptr<Linear> lora_A, lora_B;  // null without an adapter
+  double lora_scale = 0;
 };
 
 // Rows of weight [num_embeddings, dim] picked by integer ids.

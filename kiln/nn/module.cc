@@ -120,6 +120,15 @@ void Module::register_parameter(std::string name, Tensor* slot, Tensor value, In
   params_.push_back({std::move(name), slot, init});
 }
 
+void Module::set_init(const std::string& name, Init init) {
+  for (Param& p : params_)
+    if (p.name == name) {
+      p.init = init;
+      return;
+    }
+  fail("set_init: the module has no parameter '", name, "' of its own");
+}
+
 void Module::register_module(std::string name, Module* child) {
   KILN_CHECK(name.find('.') == std::string::npos, "register_module: name '", name,
              "' must not contain '.'");

@@ -72,6 +72,8 @@ class Module {
   void register_parameter(std::string name, Tensor* slot, Tensor value, Init init);
   // `child` must outlive this module's use (usually a member of it).
   void register_module(std::string name, Module* child);
+  // How init_parameters fills this module's own parameter `name`.
+  void set_init(const std::string& name, Init init);
 
  private:
   struct Param {

@@ -10,6 +10,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/nearest.h"
 #include "kiln/data/text_source.h"
+#include "kiln/models/lora.h"
 #include "kiln/optim/schedule.h"
 #include "kiln/train/initial_model.h"
 #include "kiln/train/recipes.h"
@@ -109,7 +110,11 @@ std::vector<Field> fields(TrainConfig& c) {
       {"checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k},
       {"checkpoint", "initial_load_path", &c.checkpoint.initial_load_path},
       {"checkpoint", "last_save_in_hf", &c.checkpoint.last_save_in_hf},
-      {"checkpoint", "export_dtype", &c.checkpoint.export_dtype, dtypes},
+      {"checkpoint", "export_dtype", &c.checkpoint.export_dtype, {"auto", "float32", "bfloat16"}},
+
+      {"lora", "rank", &c.lora.rank},
+      {"lora", "alpha", &c.lora.alpha},
+      {"lora", "targets", &c.lora.targets},
 
       {"validation", "enable", &c.validation.enable},
       {"validation", "freq", &c.validation.freq},
@@ -542,6 +547,20 @@ void finalize(TrainConfig& c) {
                     c.checkpoint.interval);
   KILN_CONFIG_CHECK(c.checkpoint.keep_latest_k >= 0, "checkpoint.keep_latest_k",
                     "must be non-negative (0 keeps all), got ", c.checkpoint.keep_latest_k);
+  KILN_CONFIG_CHECK(c.lora.rank >= 0, "lora.rank", "must be non-negative (0: no LoRA), got ",
+                    c.lora.rank);
+  KILN_CONFIG_CHECK(c.lora.alpha > 0 && std::isfinite(c.lora.alpha), "lora.alpha",
+                    "must be a positive number, got ", c.lora.alpha);
+  try {
+    parse_lora_targets(c.lora.targets);
+  } catch (const Error& e) {
+    fail("config: lora.targets: ", e.what());
+  }
+  KILN_CONFIG_CHECK(c.lora.rank == 0 || (c.parallelism.tensor_parallel_degree == 1 &&
+                                         c.parallelism.expert_parallel_degree == 1),
+                    "lora.rank", "LoRA runs on data parallelism (DDP, SimpleFSDP, HSDP); with "
+                    "tensor or expert parallelism it is not implemented yet: set "
+                    "parallelism.tensor_parallel_degree and expert_parallel_degree to 1");
   KILN_CONFIG_CHECK(c.validation.freq >= 1, "validation.freq", "must be at least 1, got ",
                     c.validation.freq);
   KILN_CONFIG_CHECK(c.validation.steps == -1 || c.validation.steps >= 1, "validation.steps",
@@ -631,6 +650,14 @@ ModelConfig resolve_model_config(const TrainConfig& c) {
 ModelConfig resolve_model_config(const TrainConfig& c, const ModelConfig& architecture,
                                  const std::string& source) {
   return with_sequence_length(with_recipe_components(architecture, recipe_model(c), source), c);
+}
+
+LoraOptions lora_options(const TrainConfig& c) {
+  LoraOptions o;
+  o.rank = c.lora.rank;
+  o.alpha = c.lora.alpha;
+  o.targets = parse_lora_targets(c.lora.targets);
+  return o;
 }
 
 int64_t grad_accum_steps(const TrainConfig& c, int64_t dp_degree) {

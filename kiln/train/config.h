@@ -18,6 +18,10 @@
 #include "kiln/models/config.h"
 #include "kiln/models/model_fields.h"
 
+namespace kiln {
+struct LoraOptions;  // kiln/models/lora.h
+}  // namespace kiln
+
 namespace kiln::train {
 
 struct JobSection {
@@ -115,7 +119,16 @@ struct CheckpointSection {
   // At the end, also export the model as a Hugging Face folder
   // (<folder>/hf: safetensors, config.json, tokenizer.json).
   bool last_save_in_hf = false;
-  std::string export_dtype = "float32";  // float32 | bfloat16
+  // auto: the initial_load_path folder's (bfloat16 stays bfloat16), else float32.
+  std::string export_dtype = "auto";  // auto | float32 | bfloat16
+};
+
+// LoRA (kiln/models/lora.h): adapters on the targets' Linear layers are
+// trained, every other weight is frozen (no gradient, no optimizer state).
+struct LoraSection {
+  int64_t rank = 0;  // 0: no LoRA, the whole model trains
+  double alpha = 16;  // the adapters' output is scaled by alpha / rank
+  std::string targets = "q,k,v,o";  // of q, k, v, o, gate, up, down
 };
 
 struct ValidationSection {
@@ -220,6 +233,7 @@ struct TrainConfig {
   LRSchedulerSection lr_scheduler;
   DataSection data;
   CheckpointSection checkpoint;
+  LoraSection lora;
   ValidationSection validation;
   MetricsSection metrics;
   CompileSection compile;
@@ -259,6 +273,8 @@ ModelConfig resolve_model_config(const TrainConfig& config);
 // fine-tune's checkpoint records); `source` names it in errors.
 ModelConfig resolve_model_config(const TrainConfig& config, const ModelConfig& architecture,
                                  const std::string& source);
+// The [lora] section as kiln/models/lora.h's options (rank 0: no LoRA).
+LoraOptions lora_options(const TrainConfig& config);
 // Microbatches per optimizer step when the global batch is split over
 // `dp_degree` data-parallel ranks (training.global_batch_size = local batch
 // x dp_degree x microbatches, as in TorchTitan); kiln::Error when it does not divide.

@@ -68,11 +68,13 @@ ModelFolder model_folder_kind(const std::string& dir) {
   KILN_CHECK(fs::is_directory(dir, ec), "cannot convert '", dir, "': it is not a folder");
   const fs::path d = dir;
   if (has_file(d / "config.json")) return ModelFolder::hugging_face;
+  if (has_file(d / "adapter_config.json")) return ModelFolder::peft_adapter;
   if (has_file(d / "manifest.json") || has_file(d / "config.toml") ||
       CheckpointManager(dir).latest_step())
     return ModelFolder::checkpoint;
   fail("cannot convert '", dir, "': it is neither a Hugging Face folder (it has no config.json) "
-       "nor a kiln checkpoint (a run's dump folder, its checkpoint folder or a step-N folder)");
+       "nor a PEFT adapter folder (adapter_config.json) nor a kiln checkpoint (a run's dump "
+       "folder, its checkpoint folder or a step-N folder)");
 }
 
 Converted convert_model(const std::string& from, const std::string& to,
@@ -82,14 +84,37 @@ Converted convert_model(const std::string& from, const std::string& to,
   KILN_CHECK(!fs::equivalent(from, to, ec), "cannot convert '", from, "' into itself");
   KILN_CHECK(options.overwrite || !fs::exists(to, ec), "cannot convert to '", to,
              "': it already exists (--overwrite replaces it)");
-  if (kind == ModelFolder::checkpoint) {
-    SavedModel m = load_checkpoint_model(from, options.tokenizer_path, options.dtype);
-    export_hf(*m.model, m.tokenizer_path, to, m.eos_ids);
-    return {kind, m.description};
+  KILN_CHECK(options.base.empty() || kind == ModelFolder::peft_adapter, "--base names the base "
+             "model of a PEFT adapter folder, but '", from, "' is not one");
+  switch (kind) {
+    case ModelFolder::checkpoint: {
+      std::optional<SavedAdapter> a = load_checkpoint_adapter(from, options.tokenizer_path);
+      KILN_CHECK(a || !options.merge_lora, "--merge-lora: ", from,
+                 " is the checkpoint of a run without LoRA: it has no adapters to merge");
+      if (a && !options.merge_lora) {
+        save_peft_adapter(a->adapter, to, options.dtype, a->tokenizer_path);
+        return {kind, ModelFolder::peft_adapter, a->description};
+      }
+      SavedModel m = load_checkpoint_model(from, options.tokenizer_path, options.dtype);
+      export_hf(*m.model, m.tokenizer_path, to, m.eos_ids);
+      return {kind, ModelFolder::hugging_face, m.description};
+    }
+    case ModelFolder::peft_adapter: {
+      KILN_CHECK(options.merge_lora, "'", from, "' is a PEFT adapter folder: --merge-lora "
+                 "merges it into its base model as a Hugging Face folder");
+      SavedModel m = load_peft_merged(from, options.base, options.tokenizer_path, options.dtype);
+      export_hf(*m.model, m.tokenizer_path, to, m.eos_ids);
+      return {kind, ModelFolder::hugging_face, m.description};
+    }
+    case ModelFolder::hugging_face: {
+      KILN_CHECK(!options.merge_lora, "--merge-lora: '", from, "' is a whole model, not LoRA "
+                 "adapters (a LoRA run's checkpoint or a PEFT folder)");
+      SavedModel m = load_hf_model_dir(from, options.tokenizer_path, options.dtype);
+      write_checkpoint(m, fs::absolute(from).string(), to, options.dtype);
+      return {kind, ModelFolder::checkpoint, m.description};
+    }
   }
-  SavedModel m = load_hf_model_dir(from, options.tokenizer_path, options.dtype);
-  write_checkpoint(m, fs::absolute(from).string(), to, options.dtype);
-  return {kind, m.description};
+  fail("convert: unknown folder kind");
 }
 
 }  // namespace kiln::train

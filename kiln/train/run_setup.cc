@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/models/hf_dir.h"
+#include "kiln/models/lora.h"
 
 namespace kiln::train {
 
@@ -11,6 +12,9 @@ RunSetup::RunSetup(const TrainConfig& c, std::shared_ptr<dist::DeviceMesh> m)
       mc(resolve_model_config(c)),
       policy(optim::MixedPrecisionPolicy::from_name(c.training.mixed_precision_param)),
       accum(grad_accum_steps(c, mesh->size("dp"))) {
+  KILN_CHECK(c.lora.rank == 0 || mc.router_bias_update_rate == 0, "lora.rank = ", c.lora.rank,
+             " with model.router_bias_update_rate = ", mc.router_bias_update_rate,
+             ": LoRA freezes the routing biases the rate would move; set the rate to 0");
   KILN_CHECK(!c.checkpoint.last_save_in_hf || mc.router_bias_update_rate == 0,
              "checkpoint.last_save_in_hf with model.router_bias_update_rate = ",
              mc.router_bias_update_rate, ": Hugging Face's Qwen3-MoE has no routing bias, so the "
@@ -22,23 +26,56 @@ void RunSetup::build(bool load_initial_weights) {
   std::unique_ptr<CausalLM> f32_model = build_model(mc, DType::f32, uint64_t(c.training.seed));
   if (load_initial_weights && !c.checkpoint.initial_load_path.empty())
     load_hf_weights(*f32_model, c.checkpoint.initial_load_path);
+  // The adapters are drawn from a stream of their own (after the base
+  // weights, loaded or drawn).
+  const LoraOptions lora = lora_options(c);
+  Generator lora_rng(uint64_t(c.training.seed) + 1);
+  if (lora.rank > 0) add_lora(*f32_model, lora, lora_rng);
+  std::vector<std::string> all_names;
+  std::vector<Shape> all_shapes;
+  std::vector<Tensor> all;
   for (auto& [name, p] : f32_model->named_parameters()) {
-    names.push_back(name);
-    shapes.push_back(p->shape());
-    masters.push_back(*p);
+    all_names.push_back(name);
+    all_shapes.push_back(p->shape());
+    all.push_back(*p);
   }
   // Every rank built the full model from the seed: keep its tp slices and experts.
-  tp = TensorParallelPlan(*mesh, mc, names);
-  ep = ExpertParallelPlan(*mesh, mc, names,
+  tp = TensorParallelPlan(*mesh, mc, all_names);
+  ep = ExpertParallelPlan(*mesh, mc, all_names,
                           {c.parallelism.expert_dispatcher, c.parallelism.expert_capacity_factor});
-  dist = std::make_shared<const ParamDistribution>(mesh, shapes, tp, ep);
   // The model the steps run; its parameters are replaced by the (cast)
   // masters in every step, so a bf16 copy starts as zeros.
-  model = policy.param_dtype == DType::f32 ? std::move(f32_model)
-                                           : std::make_unique<CausalLM>(mc, policy.param_dtype);
+  if (policy.param_dtype == DType::f32) {
+    model = std::move(f32_model);
+  } else {
+    model = std::make_unique<CausalLM>(mc, policy.param_dtype);
+    if (lora.rank > 0) add_lora(*model, lora, lora_rng);
+  }
   tp.apply(*model);
   ep.apply(*model);
-  masters = dist->from_full(masters);
+  if (lora.rank == 0) {
+    names = std::move(all_names), shapes = std::move(all_shapes);
+    dist = std::make_shared<const ParamDistribution>(mesh, shapes, tp, ep);
+    masters = dist->from_full(all);
+  } else {  // config.cc allows LoRA without tp and ep only
+    auto f = std::make_shared<FrozenParams>();
+    std::vector<Shape> frozen_shapes;
+    std::vector<Tensor> frozen_full;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const bool trained = is_lora_parameter(all_names[i]);
+      f->frozen.push_back(!trained);
+      if (trained)
+        names.push_back(all_names[i]), shapes.push_back(all_shapes[i]), masters.push_back(all[i]);
+      else
+        frozen_shapes.push_back(all_shapes[i]), frozen_full.push_back(all[i]);
+    }
+    dist = std::make_shared<const ParamDistribution>(mesh, shapes);
+    masters = dist->from_full(masters);
+    f->distribution = std::make_shared<const ParamDistribution>(mesh, frozen_shapes);
+    f->shards = f->distribution->from_full(frozen_full);
+    frozen = std::move(f);
+  }
+  all.clear();
 
   optim::AdamWOptions ao;
   ao.beta1 = c.optimizer.beta1;
@@ -65,7 +102,24 @@ void RunSetup::build(bool load_initial_weights) {
   so.background_compile = c.compile.background;
   so.overlap_collectives = c.compile.overlap_collectives;
   so.distribution = dist;
+  so.frozen = frozen;
   step = std::make_unique<TrainStep>(*model, policy, *adamw, so);
+}
+
+std::vector<Tensor> RunSetup::model_masters() const {
+  return frozen ? frozen->merge(masters, frozen->shards) : masters;
+}
+
+std::vector<Tensor> RunSetup::compute_params() const {
+  std::vector<Tensor> params = dist->compute_params(masters, policy);
+  if (!frozen) return params;
+  return frozen->merge(params, frozen->distribution->compute_params(frozen->shards, policy));
+}
+
+int64_t RunSetup::num_trained_parameters() const {
+  int64_t n = 0;
+  for (const Shape& s : shapes) n += s.numel();
+  return n;
 }
 
 }  // namespace kiln::train

@@ -43,9 +43,12 @@ class RunSetup {
   const int64_t accum;  // microbatches per optimizer step
 
   std::unique_ptr<CausalLM> model;
+  // The trained parameters (with LoRA, lora.rank > 0: the adapters only).
   std::vector<std::string> names;
   std::vector<Shape> shapes;    // the full parameters'
   std::vector<Tensor> masters;  // this rank's shards (full without SimpleFSDP, TP or EP)
+  // With LoRA, the frozen base weights; null without.
+  std::shared_ptr<const FrozenParams> frozen;
   TensorParallelPlan tp;
   ExpertParallelPlan ep;
   std::shared_ptr<const ParamDistribution> dist;
@@ -53,6 +56,15 @@ class RunSetup {
   optim::AdamWState state;
   std::unique_ptr<TrainStep> step;
   std::unique_ptr<RouterBiasBalancer> router_bias;  // moves the routing biases after each step
+
+  // Every parameter of the model, in its order: the masters (this rank's
+  // shards) with the frozen parameters' shards...
+  std::vector<Tensor> model_masters() const;
+  // ...and the model's parameters in the compute dtype (collective under a mesh).
+  std::vector<Tensor> compute_params() const;
+  // Elements over every parameter, and over the trained ones.
+  int64_t num_parameters() const { return model->num_parameters(); }
+  int64_t num_trained_parameters() const;
 };
 
 }  // namespace kiln::train

@@ -7,6 +7,7 @@
 #include "kiln/base/error.h"
 #include "kiln/models/hf_config.h"
 #include "kiln/models/hf_dir.h"
+#include "kiln/models/lora.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/config.h"
 
@@ -84,33 +85,44 @@ std::vector<int32_t> hf_folder_eos_ids(const std::string& dir) {
   return ids;
 }
 
-SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path,
-                                 DType dtype) {
-  LoadedCheckpoint ck = find_checkpoint(dir);
+namespace {
+
+// A run's checkpoint with what its manifest records: the run's config and
+// the model's architecture.
+struct RunCheckpoint {
+  LoadedCheckpoint ck;
+  TrainConfig config;
+  ModelConfig mc;
+  std::vector<int32_t> eos_ids;  // a fine-tune's
+};
+
+RunCheckpoint read_run_checkpoint(const std::string& dir) {
+  RunCheckpoint r{find_checkpoint(dir), {}, {}, {}};
+  const LoadedCheckpoint& ck = r.ck;
   KILN_CHECK(ck.config.contains("recipe") && ck.config["recipe"].is_string(), "checkpoint ",
              ck.path, " does not record its config: it was not written by kiln train");
-  TrainConfig c;
+  TrainConfig& c = r.config;
   apply_toml(c, ck.config["recipe"].get<std::string>(), ck.path + "/manifest.json [recipe]");
   finalize(c);
-  ModelConfig mc;
-  SavedModel out;
   if (ck.config.contains("model")) {  // a fine-tune's, recorded (trainer.cc)
     const std::string source = ck.path + "/manifest.json [model]";
     HfConfig hf = parse_hf_config(ck.config["model"].dump(), source);
-    mc = resolve_model_config(c, hf.model, source);
-    mc.name = "fine-tuned from " + c.checkpoint.initial_load_path;
-    add_ids(out.eos_ids, hf.eos_token_ids);
+    r.mc = resolve_model_config(c, hf.model, source);
+    r.mc.name = "fine-tuned from " + c.checkpoint.initial_load_path;
+    add_ids(r.eos_ids, hf.eos_token_ids);
     std::error_code ec;
     if (fs::is_directory(c.checkpoint.initial_load_path, ec))
-      add_ids(out.eos_ids, generation_eos_ids(c.checkpoint.initial_load_path));
+      add_ids(r.eos_ids, generation_eos_ids(c.checkpoint.initial_load_path));
   } else {
-    mc = resolve_model_config(c);
+    r.mc = resolve_model_config(c);
   }
-  out.model = std::make_unique<CausalLM>(mc, dtype);
-  nn::StateDict sd(ck.model.begin(), ck.model.end());
-  out.model->load_state_dict(sd);
+  return r;
+}
 
-  std::string tok = tokenizer_path;
+// The tokenizer of a run's checkpoint: `given`, else the one its manifest
+// records, else one in the step folder or the two folders above it.
+std::string checkpoint_tokenizer(const LoadedCheckpoint& ck, const std::string& given) {
+  std::string tok = given;
   std::error_code ec;
   if (tok.empty() && ck.config.contains("tokenizer") && ck.config["tokenizer"].is_string() &&
       fs::exists(ck.config["tokenizer"].get<std::string>(), ec))
@@ -121,10 +133,84 @@ SavedModel load_checkpoint_model(const std::string& dir, const std::string& toke
     if (tok.empty() && folder_has_tokenizer(p.string())) tok = p.string();
   KILN_CHECK(!tok.empty(), "cannot find the tokenizer of checkpoint ", ck.path,
              ": pass --tokenizer FILE");
-  out.tokenizer = load_tokenizer(tok);
-  out.tokenizer_path = tok;
-  out.description = cat(ck.path, " (", mc.name, ", step ", ck.step, ")");
+  return tok;
+}
+
+// The f32 weights a LoRA run's adapters apply to: its initial_load_path
+// folder's, else the model its seed drew (as RunSetup builds it).
+nn::StateDict lora_base_weights(const RunCheckpoint& r) {
+  const std::string& base = r.config.checkpoint.initial_load_path;
+  if (base.empty())
+    return build_model(r.mc, DType::f32, uint64_t(r.config.training.seed))->state_dict();
+  std::error_code ec;
+  KILN_CHECK(fs::is_directory(base, ec), "checkpoint ", r.ck.path, " holds LoRA adapters of '",
+             base, "', which is not there any more: the adapters need the model they were "
+             "trained on");
+  CausalLM model(r.mc, DType::f32);
+  load_hf_weights(model, base);
+  return model.state_dict();
+}
+
+}  // namespace
+
+SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path,
+                                 DType dtype) {
+  RunCheckpoint r = read_run_checkpoint(dir);
+  SavedModel out;
+  out.eos_ids = r.eos_ids;
+  out.model = std::make_unique<CausalLM>(r.mc, dtype);
+  nn::StateDict sd(r.ck.model.begin(), r.ck.model.end());
+  if (r.config.lora.rank > 0)
+    sd = merge_lora(lora_base_weights(r), sd, lora_options(r.config).scale());
+  out.model->load_state_dict(sd);
+  out.tokenizer_path = checkpoint_tokenizer(r.ck, tokenizer_path);
+  out.tokenizer = load_tokenizer(out.tokenizer_path);
+  out.description = cat(r.ck.path, " (", r.mc.name, r.config.lora.rank > 0 ? ", LoRA merged" : "",
+                        ", step ", r.ck.step, ")");
   add_tokenizer_eos(out);
+  return out;
+}
+
+std::optional<SavedAdapter> load_checkpoint_adapter(const std::string& dir,
+                                                    const std::string& tokenizer_path) {
+  RunCheckpoint r = read_run_checkpoint(dir);
+  if (r.config.lora.rank == 0) return std::nullopt;
+  SavedAdapter out;
+  out.adapter.options = lora_options(r.config);
+  const std::string& base = r.config.checkpoint.initial_load_path;
+  out.adapter.base_model = base.empty() ? "" : fs::absolute(base).string();
+  out.adapter.adapters = nn::StateDict(r.ck.model.begin(), r.ck.model.end());
+  out.tokenizer_path = checkpoint_tokenizer(r.ck, tokenizer_path);
+  out.description = cat(r.ck.path, " (LoRA adapters of ", r.mc.name, ", step ", r.ck.step, ")");
+  return out;
+}
+
+SavedModel load_peft_merged(const std::string& adapter_dir, const std::string& base,
+                            const std::string& tokenizer_path, DType dtype) {
+  PeftAdapter adapter = read_peft_adapter(adapter_dir);
+  const std::string base_dir = base.empty() ? adapter.base_model : base;
+  std::error_code ec;
+  KILN_CHECK(!base_dir.empty(), "the PEFT folder '", adapter_dir,
+             "' does not name its base model (base_model_name_or_path): pass the base's folder "
+             "(kiln convert --base DIR)");
+  KILN_CHECK(fs::is_directory(base_dir, ec), "the base model '", base_dir, "' of the PEFT folder '",
+             adapter_dir, "' is not a local folder: pass the base's Hugging Face folder");
+  std::unique_ptr<CausalLM> base_model = load_hf_model(base_dir, DType::f32);
+  nn::StateDict sd =
+      merge_lora(base_model->state_dict(), adapter.adapters, adapter.options.scale());
+  SavedModel out;
+  out.model = std::make_unique<CausalLM>(base_model->config(), dtype);
+  out.model->load_state_dict(sd);
+  out.eos_ids = hf_folder_eos_ids(base_dir);
+  for (const std::string& dir : {tokenizer_path, adapter_dir, base_dir})
+    if (out.tokenizer_path.empty() && !dir.empty() &&
+        (dir == tokenizer_path || folder_has_tokenizer(dir)))
+      out.tokenizer_path = dir;
+  if (!out.tokenizer_path.empty()) {
+    out.tokenizer = load_tokenizer(out.tokenizer_path);
+    add_tokenizer_eos(out);
+  }
+  out.description = cat(adapter_dir, " (LoRA adapters merged into ", base_dir, ")");
   return out;
 }
 

@@ -3,11 +3,13 @@
 // folder, or from a Hugging Face model folder.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kiln/data/tokenizer.h"
 #include "kiln/models/transformer.h"
+#include "kiln/train/peft_adapter.h"
 
 namespace kiln::train {
 
@@ -29,8 +31,27 @@ struct SavedModel {
 // records, not its folder's (which may be gone). `tokenizer_path`, when
 // given, is used instead.
 // `dtype`: the parameters' (the checkpoint's f32 masters are rounded to it).
+// A LoRA run's checkpoint holds its adapters only: they are merged into
+// the base model it started from (checkpoint.initial_load_path, read
+// again; without one, the model its seed drew).
 SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path = "",
                                  DType dtype = DType::f32);
+// A LoRA run's checkpoint as its adapters, with its tokenizer's path
+// (`tokenizer_path` as load_checkpoint_model finds it); nullopt for a
+// checkpoint of a run without LoRA.
+struct SavedAdapter {
+  PeftAdapter adapter;
+  std::string tokenizer_path;
+  std::string description;
+};
+std::optional<SavedAdapter> load_checkpoint_adapter(const std::string& dir,
+                                                    const std::string& tokenizer_path = "");
+// A PEFT LoRA folder merged into its base model (the folder's
+// base_model_name_or_path, or `base` when given: a Hugging Face folder).
+// The tokenizer is `tokenizer_path`, else the adapter folder's, else the
+// base's; null when none of them has one.
+SavedModel load_peft_merged(const std::string& adapter_dir, const std::string& base = "",
+                            const std::string& tokenizer_path = "", DType dtype = DType::f32);
 // The eos_token_id of an HF folder's config.json and generation_config.json.
 std::vector<int32_t> hf_folder_eos_ids(const std::string& dir);
 // A Hugging Face folder: config.json, safetensors and its tokenizer (or

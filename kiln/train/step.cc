@@ -21,7 +21,8 @@ namespace {
 // The step function's arguments, in order (np: tensors of the step's layout,
 // one per parameter or with the layers stacked):
 //   masters[np], m[np], v[np], sqrt(1 - beta2^t), step_size[groups], decay[groups],
-//   then per microbatch: ids, targets (+ doc_ids, positions with the document mask).
+//   then per microbatch: ids, targets (+ doc_ids, positions with the document mask),
+//   then the frozen parameters' shards (StepOptions::frozen).
 // Its results: loss per microbatch, the gradient norm, masters[np], m[np], v[np],
 // then for MoE models the step's tokens per expert [layers, experts] and
 // dropped assignments (summed over the microbatches and the dp ranks).
@@ -36,10 +37,11 @@ TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
       adamw_(adamw),
       options_(options),
       dist_(options.distribution ? options.distribution
-                                 : std::make_shared<const ParamDistribution>()) {
+                                 : std::make_shared<const ParamDistribution>()),
+      frozen_(options.frozen) {
   KILN_CHECK(options_.microbatches >= 1, "training step: ", options_.microbatches,
              " microbatches; need at least 1");
-  if (options_.scan_layers && dist_->local()) {
+  if (options_.scan_layers && dist_->local() && !frozen_) {
     std::vector<std::string> names;
     std::vector<ir::TypeInfo> types;
     for (const auto& [name, p] : model_.named_parameters())
@@ -74,6 +76,15 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   scalars.decay.assign(begin + long(next + ng), begin + long(next + 2 * ng));
   next += 2 * ng;
 
+  // The frozen parameters in the compute dtype, gathered once for the
+  // step's microbatches; read, not differentiated.
+  std::vector<Tensor> frozen;
+  if (frozen_) {
+    const size_t nf = frozen_->shards.size();
+    frozen = frozen_->distribution->compute_params(
+        std::vector<Tensor>(args.end() - long(nf), args.end()), policy_);
+  }
+
   GradOptions grad_options;
   grad_options.remat = options_.remat;
   if (options_.rung == Rung::per_block_compile)
@@ -83,6 +94,7 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
       [&](const std::vector<Tensor>& a) {
         std::vector<Tensor> params =
             dist_->compute_params(std::vector<Tensor>(a.begin(), a.begin() + long(np)), policy_);
+        if (frozen_) params = frozen_->merge(params, frozen);
         ForwardOptions fo;
         fo.scan_layers = options_.scan_layers;
         if (stacking_) {
@@ -147,6 +159,7 @@ std::vector<Tensor> TrainStep::per_param_args(const std::vector<Tensor>& masters
     args.push_back(b.targets);
     if (options_.document_mask) args.push_back(b.doc_ids), args.push_back(b.positions);
   }
+  if (frozen_) args.insert(args.end(), frozen_->shards.begin(), frozen_->shards.end());
   return args;
 }
 
@@ -205,12 +218,14 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
   // Arguments: masters, m, v (np each), then the scalars and the batches.
   const size_t np = step_adamw().groups().group.size();
   std::vector<ir::TypeInfo> args = step_arg_types(masters, state, batches);
+  const size_t first_frozen = args.size() - (frozen_ ? frozen_->shards.size() : 0);
   for (size_t i = 0; i < args.size(); ++i) {
     const int64_t bytes = args[i].shape.numel() * int64_t(itemsize(args[i].dtype));
-    (i < np ? e.params : i < 3 * np ? e.optimizer_state : e.batch) += bytes;
+    (i < np || i >= first_frozen ? e.params : i < 3 * np ? e.optimizer_state : e.batch) += bytes;
   }
-  // The step differentiates the masters.
-  e.gradients = e.params;
+  // The step differentiates the masters (not the frozen parameters).
+  for (size_t i = 0; i < np; ++i)
+    e.gradients += args[i].shape.numel() * int64_t(itemsize(args[i].dtype));
   // The graph trainer writes the updates into the donated buffers of
   // masters, m and v (arguments 0..3np-1 -> results M+1..M+3np).
   std::vector<std::pair<int, int>> donated;

@@ -26,6 +26,7 @@
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/mixed_precision.h"
 #include "kiln/runtime/compile.h"
+#include "kiln/train/frozen_params.h"
 #include "kiln/train/layer_stacking.h"
 #include "kiln/train/parallelize.h"
 
@@ -52,6 +53,11 @@ struct StepOptions {
   bool background_compile = false;
   // Data parallelism over a mesh; null: one process.
   std::shared_ptr<const ParamDistribution> distribution;
+  // Parameters that do not train (LoRA's base weights), read by every step;
+  // null: every parameter trains. The masters, the optimizer and
+  // `distribution` then cover the trained parameters only, and the layers
+  // are not kept stacked (scan_layers stacks them in the step instead).
+  std::shared_ptr<const FrozenParams> frozen;
 };
 
 // What a step is expected to hold at its peak, from a trace of the step
@@ -61,14 +67,14 @@ struct StepOptions {
 // `kiln train --dry-run` (dry_run.h) as a table.
 struct MemoryEstimate {
   // The step's arguments, held across steps:
-  int64_t params = 0;           // the masters (this rank's shards)
+  int64_t params = 0;           // the masters and frozen parameters (this rank's shards)
   int64_t optimizer_state = 0;  // AdamW's m and v
   int64_t batch = 0;            // the microbatches and the step's scalars
   // The memory plan's peak of what the step computes: activations,
   // compute-dtype parameter copies, gradients, updates and temporaries.
   int64_t computed = 0;
   // Two parts of `computed`, not necessarily live at the same time:
-  int64_t gradients = 0;    // one per master, of its type; all live before clipping
+  int64_t gradients = 0;    // one per master (not frozen), of its type; all live before clipping
   // Kept on the device for the backward, per microbatch (remat.h); nullopt
   // under compile.scan_layers, whose blocks are a scan's body.
   std::optional<int64_t> activations;
@@ -135,6 +141,7 @@ class TrainStep {
   const optim::AdamW& adamw_;
   StepOptions options_;
   std::shared_ptr<const ParamDistribution> dist_;  // never null
+  std::shared_ptr<const FrozenParams> frozen_;     // null: every parameter trains
   std::optional<LayerStacking> stacking_;         // scan_layers on one process
   std::optional<optim::AdamW> stacked_adamw_;     // adamw_ over the stacked layout
   std::optional<CompiledFunction> compiled_;

@@ -24,6 +24,7 @@
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_config.h"
 #include "kiln/models/hf_dir.h"
+#include "kiln/models/lora.h"
 #include "kiln/models/transformer.h"
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/mixed_precision.h"
@@ -38,6 +39,7 @@
 #include "kiln/train/distributed_checkpoint.h"
 #include "kiln/train/metrics.h"
 #include "kiln/train/parallelize.h"
+#include "kiln/train/peft_adapter.h"
 #include "kiln/train/peak_measure.h"
 #include "kiln/train/profiler.h"
 #include "kiln/train/run_inputs.h"
@@ -84,6 +86,28 @@ std::string execution_text(const TrainConfig& c) {
   if (mode == "defer_and_fuse")
     return cat("defer_and_fuse eager (ops recorded and run as fused programs", scan, faster);
   return cat(mode, " eager (op by op", scan, faster);
+}
+
+// checkpoint.export_dtype; auto: the dtype of the initial_load_path
+// folder's weights (config.json's dtype: bfloat16 stays bfloat16, any other
+// is float32), float32 without a folder.
+DType export_dtype(const TrainConfig& c) {
+  const std::string& d = c.checkpoint.export_dtype;
+  if (d != "auto") return d == "bfloat16" ? DType::bf16 : DType::f32;
+  const std::string& initial = c.checkpoint.initial_load_path;
+  if (initial.empty()) return DType::f32;
+  const HfConfig folder = read_hf_config((fs::path(initial) / "config.json").string());
+  return folder.dtype == DType::bf16 ? DType::bf16 : DType::f32;
+}
+
+// The LoRA line of the run's header.
+std::string lora_text(const TrainConfig& c, const RunSetup& s) {
+  const int64_t trained = s.num_trained_parameters(), all = s.num_parameters();
+  return cat("lora: rank ", c.lora.rank, ", alpha ", c.lora.alpha, " on ", c.lora.targets, ": ",
+             trained, " trained parameters (", std::fixed, std::setprecision(2),
+             100.0 * double(trained) / double(all), "% of ", all,
+             "), the rest frozen; mfu counts the frozen weights' backward without their "
+             "gradients\n");
 }
 
 // The run's device mesh, current while the run lasts (the collective
@@ -320,7 +344,7 @@ StepResult Run::train_step(double lr) {
 }
 
 double Run::validate() {
-  nn::ParameterScope scope(*s_.model, s_.dist->compute_params(s_.masters, s_.policy));
+  nn::ParameterScope scope(*s_.model, s_.compute_params());
   ValidationPass pass;
   pass.steps = c_.validation.steps;
   pass.local_batch_size = c_.training.local_batch_size;
@@ -371,22 +395,30 @@ std::string Run::save(int64_t step) {
 }
 
 void Run::export_hf_model() {
-  DType dtype = c_.checkpoint.export_dtype == "bfloat16" ? DType::bf16 : DType::f32;
+  const DType dtype = export_dtype(c_);
   std::vector<Tensor> full = s_.dist->to_full(s_.masters);
   if (!mesh_.lead()) {
     synchronize();  // run this rank's part of the gathers before it exits
     return;
   }
-  CausalLM m(s_.mc, dtype);
   nn::StateDict sd;
   for (size_t i = 0; i < s_.names.size(); ++i) sd[s_.names[i]] = full[i];
-  m.load_state_dict(sd);
   std::string dir = (fs::path(c_.job.dump_folder) / "hf").string();
-  // A fine-tune ends where the model it started from ends.
   const std::string& initial = c_.checkpoint.initial_load_path;
+  if (s_.frozen) {  // LoRA: the adapters, as peft saves them
+    save_peft_adapter({lora_options(c_), initial.empty() ? "" : fs::absolute(initial).string(), sd},
+                      dir, dtype, tok_.path);
+    out_ << "exported the LoRA adapters as a PEFT folder: " << dir
+         << " (kiln convert --merge-lora makes a merged model of a checkpoint)" << std::endl;
+    return;
+  }
+  CausalLM m(s_.mc, dtype);
+  m.load_state_dict(sd);
+  // A fine-tune ends where the model it started from ends.
   export_hf(m, tok_.path, dir,
             initial.empty() ? std::vector<int32_t>{} : hf_folder_eos_ids(initial));
-  out_ << "exported the model as a Hugging Face folder: " << dir << std::endl;
+  out_ << "exported the model as a Hugging Face folder (" << dtype_name(dtype) << "): " << dir
+       << std::endl;
 }
 
 TrainResult Run::go() {
@@ -410,15 +442,19 @@ TrainResult Run::go() {
   const int64_t steps = c_.training.steps;
   // Per rank (tps and MFU are per device, as in TorchTitan).
   const int64_t tokens_per_step = c_.training.local_batch_size * s_.accum * c_.training.seq_len;
-  const double flops_per_tok = flops_per_token(s_.mc, c_.training.seq_len);
+  const double flops_per_tok =
+      s_.frozen ? lora_flops_per_token(s_.mc, c_.training.seq_len, s_.num_trained_parameters())
+                : flops_per_token(s_.mc, c_.training.seq_len);
   // Only rank 0 reports MFU, so only it finds (or measures) the peak; the
   // other ranks wait for it rather than compete for the host's cores.
   std::optional<DevicePeak> peak;
   if (mesh_.lead()) peak = run_peak(kCPU, s_.policy.param_dtype, num_threads());
   mesh_.world().barrier().wait();
   out_ << "model: " << s_.mc.name << " (" << s_.mc.family << "), " << param_count(s_.mc)
-       << " parameters, " << s_.names.size() << " tensors; " << dtype_name(s_.policy.param_dtype)
+       << " parameters, " << s_.model->named_parameters().size() << " tensors; "
+       << dtype_name(s_.policy.param_dtype)
        << " compute, f32 master weights\n"
+       << (s_.frozen ? lora_text(c_, s_) : std::string())
        << backend(kCPU).describe_matmul(s_.policy.param_dtype) << "\n"
        << "training: " << steps << " steps of " << tokens_per_step * dp << " tokens ("
        << c_.training.local_batch_size << (dp > 1 ? cat(" x ", dp, " dp ranks") : "") << " x "
@@ -481,7 +517,7 @@ TrainResult Run::go() {
     m.targets = r.targets;
     if (!r.expert_tokens.empty()) m.moe = expert_load(r.expert_tokens, r.dropped_tokens);
     if (s_.policy.param_dtype == DType::f32 && !s_.dist->sharded())
-      s_.model->set_parameters(s_.masters);  // drop the old copy
+      s_.model->set_parameters(s_.model_masters());  // drop the old copy
     window_seconds += seconds_since(t0);
     window_tokens += tokens_per_step;
     result.last_step = step;

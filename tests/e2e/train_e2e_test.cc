@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "kiln/base/error.h"
+#include "kiln/io/safetensors.h"
 #include "kiln/models/config.h"
 #include "kiln/models/hf_dir.h"
 #include "kiln/models/model_fields.h"
@@ -203,6 +204,16 @@ TEST_F(TrainE2E, FineTunesTheModelAHuggingFaceFolderDescribes) {
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_NE(a[0], b[0]);
+
+  // The export keeps the folder's dtype (checkpoint.export_dtype = auto).
+  const fs::path bf16 = root_ / "hf_bf16";
+  save_hf_model(*build_model(kiln::model_config("llama3_debug"), DType::bf16, 7), bf16.string());
+  fs::copy_file(root_ / "hf_tok.json", bf16 / "tokenizer.json");
+  CliRun exported = run_cli(train_args(root_ / "ft_bf16", 1) + " --checkpoint.last_save_in_hf" +
+                            " --checkpoint.initial_load_path " + bf16.string());
+  ASSERT_EQ(exported.status, 0) << exported.output;
+  SafetensorsFile weights((root_ / "ft_bf16" / "hf" / "model.safetensors").string());
+  EXPECT_EQ(weights.get("model.norm.weight").dtype(), DType::bf16);
 
   // The checkpoint of a fine-tune records its architecture: it generates
   // the same text once the folder is gone.
