@@ -1,5 +1,7 @@
 #include "kiln/train/peft_adapter.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -24,8 +26,7 @@ std::string target_from_module(const std::string& module, const std::string& whe
 
 }  // namespace
 
-void save_peft_adapter(const PeftAdapter& adapter, const std::string& dir, DType dtype,
-                       const std::string& tokenizer_path) {
+std::string peft_config_json(const PeftAdapter& adapter) {
   nlohmann::json modules = nlohmann::json::array();
   for (const std::string& t : adapter.options.targets) modules.push_back(lora_module_name(t));
   nlohmann::json config = {
@@ -44,6 +45,11 @@ void save_peft_adapter(const PeftAdapter& adapter, const std::string& dir, DType
       {"inference_mode", true},
       {"modules_to_save", nullptr},
   };
+  return config.dump(2) + "\n";
+}
+
+void save_peft_adapter(const PeftAdapter& adapter, const std::string& dir, DType dtype,
+                       const std::string& tokenizer_path) {
   NamedTensors tensors;
   for (const auto& [name, t] : adapter.adapters)
     tensors.emplace_back(kPrefix + name, t.dtype() == dtype ? t : t.to(dtype));
@@ -51,24 +57,16 @@ void save_peft_adapter(const PeftAdapter& adapter, const std::string& dir, DType
     fs::create_directories(parent);
   AtomicDir out(dir);
   const fs::path tmp = out.temp_path();
-  write_file_atomic((tmp / "adapter_config.json").string(), config.dump(2) + "\n");
+  write_file_atomic((tmp / "adapter_config.json").string(), peft_config_json(adapter));
   save_safetensors((tmp / "adapter_model.safetensors").string(), tensors,
                    {{"format", "pt"}});
   if (!tokenizer_path.empty()) copy_tokenizer_files(tokenizer_path, tmp.string());
   out.commit();
 }
 
-PeftAdapter read_peft_adapter(const std::string& dir) {
-  const fs::path config_path = fs::path(dir) / "adapter_config.json";
-  std::ifstream f(config_path);
-  KILN_CHECK(f.good(), "'", dir, "' is not a PEFT adapter folder: it has no adapter_config.json");
-  const std::string where = config_path.string();
-  nlohmann::json c;
-  try {
-    c = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    fail(where, ": not JSON: ", e.what());
-  }
+PeftAdapter parse_peft_config(std::string_view text, const std::string& where) {
+  nlohmann::json c = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  KILN_CHECK(!c.is_discarded(), where, ": not JSON");
   KILN_CHECK(c.is_object(), where, ": not a JSON object");
   auto str = [&](const char* key, const std::string& fallback) {
     if (!c.contains(key) || c[key].is_null()) return fallback;
@@ -94,18 +92,33 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
     KILN_CHECK(empty_or_null(key), where, ": \"", key, "\" is set, which kiln's LoRA does not do");
   KILN_CHECK(c.contains("r") && c["r"].is_number_integer() && c["r"].get<int64_t>() >= 1, where,
              ": \"r\" must be a positive integer");
-  KILN_CHECK(c.contains("lora_alpha") && c["lora_alpha"].is_number(), where,
-             ": \"lora_alpha\" must be a number");
+  KILN_CHECK(c.contains("lora_alpha") && c["lora_alpha"].is_number() &&
+                 std::isfinite(c["lora_alpha"].get<double>()) && c["lora_alpha"].get<double>() > 0,
+             where, ": \"lora_alpha\" must be a positive number");
   PeftAdapter out;
   out.options.rank = c["r"].get<int64_t>();
   out.options.alpha = c["lora_alpha"].get<double>();
   out.base_model = str("base_model_name_or_path", "");
-  KILN_CHECK(c.contains("target_modules") && c["target_modules"].is_array(), where,
-             ": \"target_modules\" must be a list of module names");
+  KILN_CHECK(c.contains("target_modules") && c["target_modules"].is_array() &&
+                 !c["target_modules"].empty(),
+             where, ": \"target_modules\" must be a non-empty list of module names");
   for (const auto& m : c["target_modules"]) {
     KILN_CHECK(m.is_string(), where, ": \"target_modules\" must be a list of module names");
-    out.options.targets.push_back(target_from_module(m.get<std::string>(), where));
+    std::string t = target_from_module(m.get<std::string>(), where);
+    KILN_CHECK(std::find(out.options.targets.begin(), out.options.targets.end(), t) ==
+                   out.options.targets.end(),
+               where, ": \"target_modules\" lists '", m.get<std::string>(), "' twice");
+    out.options.targets.push_back(std::move(t));
   }
+  return out;
+}
+
+PeftAdapter read_peft_adapter(const std::string& dir) {
+  const fs::path config_path = fs::path(dir) / "adapter_config.json";
+  std::ifstream f(config_path, std::ios::binary);
+  KILN_CHECK(f.good(), "'", dir, "' is not a PEFT adapter folder: it has no adapter_config.json");
+  PeftAdapter out = parse_peft_config(std::string(std::istreambuf_iterator<char>(f), {}),
+                                      config_path.string());
   const std::string weights = (fs::path(dir) / "adapter_model.safetensors").string();
   std::error_code ec;
   KILN_CHECK(fs::is_regular_file(weights, ec), "'", dir,

@@ -5,6 +5,7 @@
 // behind PEFT's "base_model.model." prefix.
 #pragma once
 #include <string>
+#include <string_view>
 
 #include "kiln/io/safetensors.h"
 #include "kiln/models/lora.h"
@@ -22,10 +23,15 @@ struct PeftAdapter {
 // replaced.
 void save_peft_adapter(const PeftAdapter& adapter, const std::string& dir, DType dtype,
                        const std::string& tokenizer_path = "");
-// Reads a PEFT LoRA folder (f32 tensors); a folder of another PEFT type,
-// with a feature kiln's LoRA lacks (bias, DoRA, rsLoRA, modules_to_save,
-// per-layer ranks) or tensors that are not LoRA weights is a kiln::Error
-// naming the key.
+// Reads a PEFT LoRA folder (f32 tensors); tensors that are not LoRA
+// weights are a kiln::Error naming them.
 PeftAdapter read_peft_adapter(const std::string& dir);
+
+// adapter_config.json's text for `adapter` (its options and base model)...
+std::string peft_config_json(const PeftAdapter& adapter);
+// ...and back (no tensors): another PEFT type, or a feature kiln's LoRA
+// lacks (bias, DoRA, rsLoRA, modules_to_save, per-layer ranks), is a
+// kiln::Error naming the key; `where` names the text in errors.
+PeftAdapter parse_peft_config(std::string_view text, const std::string& where);
 
 }  // namespace kiln::train

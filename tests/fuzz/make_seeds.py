@@ -172,6 +172,18 @@ def chat_template_seeds():
         "{{ m['role'][::-1] }}{% else %}none{% endfor %}{{ raise_exception('x') if false else 'ok' }}")
 
 
+def peft_adapter_seeds():
+    # As peft's save_pretrained writes it (LoraConfig's fields, most at defaults).
+    put("peft_adapter", "peft", json.dumps({
+        "alpha_pattern": {}, "auto_mapping": None, "base_model_name_or_path": "/models/Qwen3-0.6B",
+        "bias": "none", "fan_in_fan_out": False, "inference_mode": True, "init_lora_weights": True,
+        "layers_to_transform": None, "lora_alpha": 32, "lora_dropout": 0.05, "modules_to_save": None,
+        "peft_type": "LORA", "r": 16, "rank_pattern": {}, "revision": None,
+        "target_modules": ["q_proj", "v_proj", "down_proj"], "task_type": "CAUSAL_LM",
+        "use_dora": False, "use_rslora": False}, indent=2))
+    put("peft_adapter", "minimal", '{"peft_type": "LORA", "r": 4, "lora_alpha": 8.5, "target_modules": ["o_proj"]}')
+
+
 def kiln_seeds(kiln):
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "c.txt"
@@ -214,6 +226,7 @@ def main():
     settings_seeds()
     text_seeds()
     chat_template_seeds()
+    peft_adapter_seeds()
     hf_config_seeds()
     trace_seeds()
     run_stats_seeds()
