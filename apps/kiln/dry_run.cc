@@ -20,6 +20,7 @@ namespace {
 struct ParamGroup {
   std::string name;
   Shape full, local;
+  bool trained = true;
   int64_t count = 0;
 };
 
@@ -31,7 +32,7 @@ std::vector<ParamGroup> group_layers(const std::vector<train::ParamPlan>& params
     std::string name = std::regex_replace(p.name, layer, ".layers.*.");
     std::string key = cat(name, p.full, p.local);
     auto [it, fresh] = index.emplace(key, groups.size());
-    if (fresh) groups.push_back({name, p.full, p.local, 0});
+    if (fresh) groups.push_back({name, p.full, p.local, p.trained, 0});
     ++groups[it->second].count;
   }
   return groups;
@@ -45,6 +46,7 @@ nlohmann::ordered_json to_json(const train::DryRun& d) {
   j["mesh"] = d.mesh;
   j["model"] = d.model.name;
   j["params"] = d.param_count;
+  j["trained_params"] = d.trained_count;
   j["tensors"] = d.params.size();
   j["flops_per_token"] = d.flops_per_token;
   j["microbatches"] = d.microbatches;
@@ -55,7 +57,10 @@ nlohmann::ordered_json to_json(const train::DryRun& d) {
                           {"offloaded", m.offloaded}, {"total", m.total()}};
   if (m.activations) j["memory_per_rank"]["activations"] = *m.activations;
   for (const train::ParamPlan& p : d.params)
-    j["parameters"].push_back({{"name", p.name}, {"full", p.full.vec()}, {"local", p.local.vec()}});
+    j["parameters"].push_back({{"name", p.name},
+                               {"full", p.full.vec()},
+                               {"local", p.local.vec()},
+                               {"trained", p.trained}});
   return j;
 }
 
@@ -75,7 +80,12 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
       << "model: " << mc.name << " (" << mc.family << "), " << human_count(double(d.param_count))
       << " parameters (" << d.param_count << ") in " << d.params.size() << " tensors; "
       << human_count(d.flops_per_token) << " training FLOPs per token at seq_len "
-      << c.training.seq_len << " (6N + attention)\n"
+      << c.training.seq_len
+      << (d.trained_count < d.param_count ? " (4N + 6 x adapters + attention)" : " (6N + attention)")
+      << "\n"
+      << (d.trained_count < d.param_count
+              ? cat("lora: ", d.trained_count, " trained parameters; the rest frozen (marked *)\n")
+              : std::string())
       << "step: " << d.rung << "; " << c.training.local_batch_size << " x " << d.microbatches
       << " microbatches x " << c.training.seq_len << " tokens per rank; "
       << c.training.mixed_precision_param << " compute, f32 master weights\n\n";
@@ -85,7 +95,8 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
   for (const ParamGroup& g : groups) width = std::max(width, g.name.size());
   out << "parameters: full shape -> rank 0's master shard\n";
   for (const ParamGroup& g : groups)
-    out << "  " << std::left << std::setw(int(width)) << g.name << std::right << std::setw(5)
+    out << (g.trained ? "  " : "* ") << std::left << std::setw(int(width)) << g.name << std::right
+        << std::setw(5)
         << (g.count > 1 ? cat("x", g.count) : "") << "  " << std::left << std::setw(14)
         << to_string(g.full) << " -> " << to_string(g.local) << std::right << "\n";
 

@@ -55,11 +55,22 @@ DryRun dry_run(const TrainConfig& c, int world_size) {
 
   out.mesh = s.dist->describe();
   out.model = s.mc;
-  for (size_t i = 0; i < s.names.size(); ++i) {
-    out.params.push_back({s.names[i], s.shapes[i], s.masters[i].shape()});
-    out.param_count += s.shapes[i].numel();
+  const size_t n = s.frozen ? s.frozen->frozen.size() : s.names.size();
+  for (size_t i = 0, t = 0, f = 0; i < n; ++i) {
+    if (s.frozen && s.frozen->frozen[i]) {
+      out.params.push_back({s.frozen->names[f], s.frozen->shapes[f], s.frozen->shards[f].shape(),
+                            false});
+      ++f;
+    } else {
+      out.params.push_back({s.names[t], s.shapes[t], s.masters[t].shape(), true});
+      out.trained_count += s.shapes[t].numel();
+      ++t;
+    }
+    out.param_count += out.params.back().full.numel();
   }
-  out.flops_per_token = flops_per_token(s.mc, c.training.seq_len);
+  out.flops_per_token =
+      s.frozen ? lora_flops_per_token(s.mc, c.training.seq_len, out.trained_count)
+               : flops_per_token(s.mc, c.training.seq_len);
   out.microbatches = s.accum;
   out.rung = c.compile.graph_trainer ? "graph trainer"
              : c.compile.enable      ? "per-block compile"

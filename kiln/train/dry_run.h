@@ -27,6 +27,7 @@ struct ParamPlan {
   std::string name;
   Shape full;   // the model's
   Shape local;  // rank 0's master shard: its tp slice or experts, then its FSDP rows (padded)
+  bool trained = true;  // false: frozen (LoRA's base weights)
 };
 
 struct DryRun {
@@ -36,7 +37,8 @@ struct DryRun {
   ModelConfig model;
   std::vector<ParamPlan> params;  // named_parameters() order
   int64_t param_count = 0;        // elements of the full parameters
-  double flops_per_token = 0;     // training, at training.seq_len
+  int64_t trained_count = 0;      // of them, trained (all but LoRA's frozen base)
+  double flops_per_token = 0;     // training, at training.seq_len (LoRA's with LoRA)
   int64_t microbatches = 1;
   std::string rung;       // "eager", "per-block compile", "graph trainer"
   MemoryEstimate memory;  // rank 0's

@@ -4,6 +4,7 @@
 // named_parameters() order; `frozen` marks which parameter is which.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/train/parallelize.h"
@@ -12,7 +13,10 @@ namespace kiln::train {
 
 struct FrozenParams {
   std::vector<bool> frozen;   // per model parameter
-  std::vector<Tensor> shards;  // this rank's, of the frozen parameters in order
+  // Of the frozen parameters, in order: names, full shapes, this rank's shards.
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  std::vector<Tensor> shards;
   // How the frozen parameters are distributed (sharded like the masters).
   std::shared_ptr<const ParamDistribution> distribution;
 

@@ -59,7 +59,6 @@ void RunSetup::build(bool load_initial_weights) {
     masters = dist->from_full(all);
   } else {  // config.cc allows LoRA without tp and ep only
     auto f = std::make_shared<FrozenParams>();
-    std::vector<Shape> frozen_shapes;
     std::vector<Tensor> frozen_full;
     for (size_t i = 0; i < all.size(); ++i) {
       const bool trained = is_lora_parameter(all_names[i]);
@@ -67,11 +66,12 @@ void RunSetup::build(bool load_initial_weights) {
       if (trained)
         names.push_back(all_names[i]), shapes.push_back(all_shapes[i]), masters.push_back(all[i]);
       else
-        frozen_shapes.push_back(all_shapes[i]), frozen_full.push_back(all[i]);
+        f->names.push_back(all_names[i]), f->shapes.push_back(all_shapes[i]),
+            frozen_full.push_back(all[i]);
     }
     dist = std::make_shared<const ParamDistribution>(mesh, shapes);
     masters = dist->from_full(masters);
-    f->distribution = std::make_shared<const ParamDistribution>(mesh, frozen_shapes);
+    f->distribution = std::make_shared<const ParamDistribution>(mesh, f->shapes);
     f->shards = f->distribution->from_full(frozen_full);
     frozen = std::move(f);
   }

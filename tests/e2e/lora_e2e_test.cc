@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "kiln/models/lora.h"
 #include "kiln/train/checkpoint.h"
@@ -113,6 +114,25 @@ TEST_F(LoraE2E, ACheckpointHoldsTheAdaptersAndResumesExactly) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("(step 4)"), std::string::npos) << r.output;
   EXPECT_EQ(read_losses(dump("resumed")), read_losses(dump("whole")));
+}
+
+// The dry run plans what the run would train: every parameter, the frozen
+// ones marked, and the adapters' count.
+TEST_F(LoraE2E, TheDryRunMarksTheFrozenParameters) {
+  CliRun r = run_cli("train --config llama3_debug --dry-run --json" + kLora + kAllTargets);
+  ASSERT_EQ(r.status, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  int64_t trained = 0, frozen = 0;
+  for (const auto& p : j["parameters"]) {
+    int64_t n = 1;
+    for (int64_t d : p["full"]) n *= d;
+    const bool adapter = is_lora_parameter(p["name"].get<std::string>());
+    EXPECT_EQ(p["trained"].get<bool>(), adapter) << p["name"];
+    (adapter ? trained : frozen) += n;
+  }
+  EXPECT_EQ(j["trained_params"].get<int64_t>(), trained);
+  EXPECT_EQ(j["params"].get<int64_t>(), trained + frozen);
+  EXPECT_GT(frozen, 10 * trained);
 }
 
 TEST_F(LoraE2E, BadSettingsAreErrorsNamingTheKey) {
