@@ -2,8 +2,9 @@
 # Runs the README's quick start on a machine that has nothing installed: a
 # minimal Debian 12 root made by debootstrap (from the Debian mirror this
 # machine's apt uses), the checkout copied in (tracked and untracked files
-# that git does not ignore, as a clone plus your changes), then inside it,
-# with a clean environment:
+# that git does not ignore, as a clone plus your changes) with the tests'
+# ../shared/assets beside it (read-only), and this machine's DNS and TLS
+# trust (its network), then inside it, with a clean environment:
 #   scripts/train.sh --training.steps 5     (always)
 #   scripts/fuzz.sh --seconds 5 shard       (with --fuzz: the clang build)
 #   scripts/test.sh --quick                 (with --tests; downloads PyTorch)
@@ -57,16 +58,31 @@ rm -rf --one-file-system "$root"
 phase "debootstrap bookworm (minbase) into $root"
 debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.debootstrap.log" 2>&1 ||
   { tail -20 "$root.debootstrap.log"; exit 1; }
+# This machine's network, as the root's: its DNS, and the CAs it trusts for
+# TLS (where an egress proxy re-signs traffic, its CA is among them), so
+# that pip's downloads go through as they do here. Debian's own store in the
+# root is left as installed.
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+host_ca=/etc/ssl/certs/ca-certificates.crt
 bind proc /proc -t proc
 bind sysfs /sys -t sysfs
 bind /dev /dev --bind
 bind devpts /dev/pts -t devpts
 bind tmpfs /dev/shm -t tmpfs
 env_vars=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb)
+if [ -f "$host_ca" ]; then
+  cp "$host_ca" "$root/etc/host-ca-certificates.crt"
+  env_vars+=(PIP_CERT=/etc/host-ca-certificates.crt)
+fi
 if [ -n "$ccache_dir" ]; then
   bind "$ccache_dir" /var/cache/kiln-ccache --bind
   env_vars+=(CCACHE_DIR=/var/cache/kiln-ccache)
+fi
+
+# The tests' data (../shared/assets beside the checkout: tokenizers, texts),
+# read-only; the product never needs it.
+if [ -d "$repo/../shared/assets" ]; then
+  bind "$repo/../shared/assets" /shared/assets --bind -o ro
 fi
 
 phase "copying the checkout to /kiln"
