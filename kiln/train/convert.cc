@@ -88,14 +88,13 @@ Converted convert_model(const std::string& from, const std::string& to,
              "model of a PEFT adapter folder, but '", from, "' is not one");
   switch (kind) {
     case ModelFolder::checkpoint: {
-      std::optional<SavedAdapter> a = load_checkpoint_adapter(from, options.tokenizer_path);
-      KILN_CHECK(a || !options.merge_lora, "--merge-lora: ", from,
-                 " is the checkpoint of a run without LoRA: it has no adapters to merge");
-      if (a && !options.merge_lora) {
+      auto saved = load_checkpoint_for_export(from, options.tokenizer_path, options.dtype,
+                                              options.merge_lora);
+      if (const SavedAdapter* a = std::get_if<SavedAdapter>(&saved)) {
         save_peft_adapter(a->adapter, to, options.dtype, a->tokenizer_path);
         return {kind, ModelFolder::peft_adapter, a->description};
       }
-      SavedModel m = load_checkpoint_model(from, options.tokenizer_path, options.dtype);
+      const SavedModel& m = std::get<SavedModel>(saved);
       export_hf(*m.model, m.tokenizer_path, to, m.eos_ids);
       return {kind, ModelFolder::hugging_face, m.description};
     }

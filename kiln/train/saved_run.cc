@@ -151,11 +151,8 @@ nn::StateDict lora_base_weights(const RunCheckpoint& r) {
   return model.state_dict();
 }
 
-}  // namespace
 
-SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path,
-                                 DType dtype) {
-  RunCheckpoint r = read_run_checkpoint(dir);
+SavedModel model_of(RunCheckpoint r, const std::string& tokenizer_path, DType dtype) {
   SavedModel out;
   out.eos_ids = r.eos_ids;
   out.model = std::make_unique<CausalLM>(r.mc, dtype);
@@ -171,10 +168,7 @@ SavedModel load_checkpoint_model(const std::string& dir, const std::string& toke
   return out;
 }
 
-std::optional<SavedAdapter> load_checkpoint_adapter(const std::string& dir,
-                                                    const std::string& tokenizer_path) {
-  RunCheckpoint r = read_run_checkpoint(dir);
-  if (r.config.lora.rank == 0) return std::nullopt;
+SavedAdapter adapter_of(const RunCheckpoint& r, const std::string& tokenizer_path) {
   SavedAdapter out;
   out.adapter.options = lora_options(r.config);
   const std::string& base = r.config.checkpoint.initial_load_path;
@@ -183,6 +177,23 @@ std::optional<SavedAdapter> load_checkpoint_adapter(const std::string& dir,
   out.tokenizer_path = checkpoint_tokenizer(r.ck, tokenizer_path);
   out.description = cat(r.ck.path, " (LoRA adapters of ", r.mc.name, ", step ", r.ck.step, ")");
   return out;
+}
+
+}  // namespace
+
+SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path,
+                                 DType dtype) {
+  return model_of(read_run_checkpoint(dir), tokenizer_path, dtype);
+}
+
+std::variant<SavedModel, SavedAdapter> load_checkpoint_for_export(
+    const std::string& dir, const std::string& tokenizer_path, DType dtype, bool merge_lora) {
+  RunCheckpoint r = read_run_checkpoint(dir);
+  const bool lora = r.config.lora.rank > 0;
+  KILN_CHECK(lora || !merge_lora, "--merge-lora: ", r.ck.path,
+             " is the checkpoint of a run without LoRA: it has no adapters to merge");
+  if (lora && !merge_lora) return adapter_of(r, tokenizer_path);
+  return model_of(std::move(r), tokenizer_path, dtype);
 }
 
 SavedModel load_peft_merged(const std::string& adapter_dir, const std::string& base,

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <variant>
 #include <string>
 #include <vector>
 
@@ -36,16 +37,18 @@ struct SavedModel {
 // again; without one, the model its seed drew).
 SavedModel load_checkpoint_model(const std::string& dir, const std::string& tokenizer_path = "",
                                  DType dtype = DType::f32);
-// A LoRA run's checkpoint as its adapters, with its tokenizer's path
-// (`tokenizer_path` as load_checkpoint_model finds it); nullopt for a
-// checkpoint of a run without LoRA.
+// A LoRA run's adapters, with its tokenizer's path (found as
+// load_checkpoint_model finds it).
 struct SavedAdapter {
   PeftAdapter adapter;
   std::string tokenizer_path;
   std::string description;
 };
-std::optional<SavedAdapter> load_checkpoint_adapter(const std::string& dir,
-                                                    const std::string& tokenizer_path = "");
+// A checkpoint read once for export: a LoRA run's adapters unless
+// `merge_lora`, else the model (a LoRA run's merged). `merge_lora` on a
+// run without LoRA is a kiln::Error.
+std::variant<SavedModel, SavedAdapter> load_checkpoint_for_export(
+    const std::string& dir, const std::string& tokenizer_path, DType dtype, bool merge_lora);
 // A PEFT LoRA folder merged into its base model (the folder's
 // base_model_name_or_path, or `base` when given: a Hugging Face folder).
 // The tokenizer is `tokenizer_path`, else the adapter folder's, else the

@@ -5,7 +5,8 @@
 // model and an MoE one; the adapters start as the identity, so the first
 // loss is the base model's; a checkpoint holds the adapters and their AdamW
 // moments only, and resuming from it continues with the uninterrupted
-// run's losses; a bad [lora] setting is an error naming its key.
+// run's losses, and `kiln convert` makes it a PEFT folder; a bad [lora]
+// setting is an error naming its key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -114,6 +115,16 @@ TEST_F(LoraE2E, ACheckpointHoldsTheAdaptersAndResumesExactly) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("(step 4)"), std::string::npos) << r.output;
   EXPECT_EQ(read_losses(dump("resumed")), read_losses(dump("whole")));
+
+  // kiln convert: the adapters as a PEFT folder; merging that folder needs
+  // the base, which a run from the seed never had in a folder.
+  r = run_cli("convert --from " + dump("whole") + " --to " + dump("peft"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("to a PEFT adapter folder"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dump("peft") + "/adapter_model.safetensors"));
+  r = run_cli("convert --from " + dump("peft") + " --to " + dump("merged") + " --merge-lora");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("does not name its base model"), std::string::npos) << r.output;
 }
 
 // The dry run plans what the run would train: every parameter, the frozen
