@@ -68,9 +68,7 @@ DryRun dry_run(const TrainConfig& c, int world_size) {
     }
     out.param_count += out.params.back().full.numel();
   }
-  out.flops_per_token =
-      s.frozen ? lora_flops_per_token(s.mc, c.training.seq_len, out.trained_count)
-               : flops_per_token(s.mc, c.training.seq_len);
+  out.flops_per_token = s.flops_per_token();
   out.microbatches = s.accum;
   out.rung = c.compile.graph_trainer ? "graph trainer"
              : c.compile.enable      ? "per-block compile"

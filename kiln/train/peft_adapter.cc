@@ -26,6 +26,12 @@ std::string target_from_module(const std::string& module, const std::string& whe
 
 }  // namespace
 
+PeftAdapter run_adapter(const TrainConfig& config, nn::StateDict adapters) {
+  const std::string& base = config.checkpoint.initial_load_path;
+  return {lora_options(config), base.empty() ? "" : fs::absolute(base).string(),
+          std::move(adapters)};
+}
+
 std::string peft_config_json(const PeftAdapter& adapter) {
   nlohmann::json modules = nlohmann::json::array();
   for (const std::string& t : adapter.options.targets) modules.push_back(lora_module_name(t));

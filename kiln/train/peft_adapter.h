@@ -9,6 +9,7 @@
 
 #include "kiln/io/safetensors.h"
 #include "kiln/models/lora.h"
+#include "kiln/train/config.h"
 
 namespace kiln::train {
 
@@ -17,6 +18,10 @@ struct PeftAdapter {
   std::string base_model;  // base_model_name_or_path ("" when unknown)
   nn::StateDict adapters;  // kiln names: "model.layers.0.self_attn.q_proj.lora_A.weight", ...
 };
+
+// A LoRA run's adapters (kiln names) as a PEFT adapter: the run's [lora]
+// options, its checkpoint.initial_load_path (absolute) as the base model.
+PeftAdapter run_adapter(const TrainConfig& config, nn::StateDict adapters);
 
 // Writes the folder `dir` atomically (the tensors in `dtype`), with the
 // tokenizer's files when `tokenizer_path` is given; an existing `dir` is

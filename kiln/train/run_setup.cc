@@ -116,6 +116,12 @@ std::vector<Tensor> RunSetup::compute_params() const {
   return frozen->merge(params, frozen->distribution->compute_params(frozen->shards, policy));
 }
 
+double RunSetup::flops_per_token() const {
+  const int64_t seq_len = config.training.seq_len;
+  return frozen ? lora_flops_per_token(mc, seq_len, num_trained_parameters())
+                : kiln::flops_per_token(mc, seq_len);
+}
+
 int64_t RunSetup::num_trained_parameters() const {
   int64_t n = 0;
   for (const Shape& s : shapes) n += s.numel();

@@ -65,6 +65,9 @@ class RunSetup {
   // Elements over every parameter, and over the trained ones.
   int64_t num_parameters() const { return model->num_parameters(); }
   int64_t num_trained_parameters() const;
+  // Training FLOPs per token at training.seq_len: flops_per_token, or with
+  // LoRA lora_flops_per_token (the frozen weights get no weight gradient).
+  double flops_per_token() const;
 };
 
 }  // namespace kiln::train

@@ -170,10 +170,7 @@ SavedModel model_of(RunCheckpoint r, const std::string& tokenizer_path, DType dt
 
 SavedAdapter adapter_of(const RunCheckpoint& r, const std::string& tokenizer_path) {
   SavedAdapter out;
-  out.adapter.options = lora_options(r.config);
-  const std::string& base = r.config.checkpoint.initial_load_path;
-  out.adapter.base_model = base.empty() ? "" : fs::absolute(base).string();
-  out.adapter.adapters = nn::StateDict(r.ck.model.begin(), r.ck.model.end());
+  out.adapter = run_adapter(r.config, nn::StateDict(r.ck.model.begin(), r.ck.model.end()));
   out.tokenizer_path = checkpoint_tokenizer(r.ck, tokenizer_path);
   out.description = cat(r.ck.path, " (LoRA adapters of ", r.mc.name, ", step ", r.ck.step, ")");
   return out;

@@ -24,7 +24,6 @@
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_config.h"
 #include "kiln/models/hf_dir.h"
-#include "kiln/models/lora.h"
 #include "kiln/models/transformer.h"
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/mixed_precision.h"
@@ -406,8 +405,7 @@ void Run::export_hf_model() {
   std::string dir = (fs::path(c_.job.dump_folder) / "hf").string();
   const std::string& initial = c_.checkpoint.initial_load_path;
   if (s_.frozen) {  // LoRA: the adapters, as peft saves them
-    save_peft_adapter({lora_options(c_), initial.empty() ? "" : fs::absolute(initial).string(), sd},
-                      dir, dtype, tok_.path);
+    save_peft_adapter(run_adapter(c_, std::move(sd)), dir, dtype, tok_.path);
     out_ << "exported the LoRA adapters as a PEFT folder: " << dir
          << " (kiln convert --merge-lora makes a merged model of a checkpoint)" << std::endl;
     return;
@@ -442,9 +440,7 @@ TrainResult Run::go() {
   const int64_t steps = c_.training.steps;
   // Per rank (tps and MFU are per device, as in TorchTitan).
   const int64_t tokens_per_step = c_.training.local_batch_size * s_.accum * c_.training.seq_len;
-  const double flops_per_tok =
-      s_.frozen ? lora_flops_per_token(s_.mc, c_.training.seq_len, s_.num_trained_parameters())
-                : flops_per_token(s_.mc, c_.training.seq_len);
+  const double flops_per_tok = s_.flops_per_token();
   // Only rank 0 reports MFU, so only it finds (or measures) the peak; the
   // other ranks wait for it rather than compete for the host's cores.
   std::optional<DevicePeak> peak;
