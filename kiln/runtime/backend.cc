@@ -89,7 +89,15 @@ Storage::Storage(Device d, size_t bytes, Pool p) : device(d), nbytes(bytes), poo
   data = pool_of(d, p).allocate(bytes);
 }
 
-Storage::~Storage() { pool_of(device, pool).free(data, nbytes); }
+Storage::Storage(Device d, void* borrowed, size_t bytes, std::function<void()> release_fn)
+    : device(d), data(borrowed), nbytes(bytes), release(std::move(release_fn)) {}
+
+Storage::~Storage() {
+  if (release)
+    release();
+  else
+    pool_of(device, pool).free(data, nbytes);
+}
 
 MemoryStats memory_stats(Device d, Pool p) { return pool_of(d, p).stats(); }
 void reset_peak_memory(Device d, Pool p) { pool_of(d, p).reset_peak(); }

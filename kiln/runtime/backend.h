@@ -1,6 +1,7 @@
 // A device backend: memory, the execution queue and data movement for one
 // device kind. Kernels are registered separately (kernel.h), per op.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -63,13 +64,17 @@ Backend& backend(Device d);  // throws when the kind is not built or the device 
 // Which of a device's pools a buffer comes from.
 enum class Pool { device, offload };
 
-// A device buffer from one of the device's caching allocators.
+// A device buffer from one of the device's caching allocators, or memory
+// another library owns, borrowed (a DLPack or NumPy import): `release` runs
+// when the last tensor on it is gone, and no pool sees it.
 struct Storage {
   Device device;
   void* data = nullptr;
   size_t nbytes = 0;
   Pool pool = Pool::device;
+  std::function<void()> release;  // set: borrowed memory
   Storage(Device d, size_t bytes, Pool p = Pool::device);
+  Storage(Device d, void* borrowed, size_t bytes, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

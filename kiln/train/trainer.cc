@@ -133,15 +133,20 @@ class MeshScope {
   std::shared_ptr<dist::DeviceMesh> previous_, mesh_;
 };
 
+constexpr int kStopByCallback = -1;  // agree_on_stop's answer for a callback's stop
+
 class Run {
  public:
   // `out` is rank 0's; the other ranks print nothing.
-  Run(const TrainConfig& c, const MeshScope& mesh, std::ostream& out)
-      : c_(c), mesh_(mesh), out_(mesh.lead() ? out : null_out_), s_(c, mesh.mesh()) {}
+  Run(const TrainConfig& c, const MeshScope& mesh, std::ostream& out, const StepCallback& on_step)
+      : c_(c), mesh_(mesh), out_(mesh.lead() ? out : null_out_), on_step_(on_step),
+        s_(c, mesh.mesh()) {}
   TrainResult go();
 
  private:
-  int agree_on_signal(int sig) const;
+  // Every rank's reason to stop after this step: a signal number,
+  // kStopByCallback, or 0.
+  int agree_on_stop(int sig, bool callback_stop) const;
   void setup_data();
   void setup_model();
   bool resume();
@@ -155,6 +160,7 @@ class Run {
   const MeshScope& mesh_;
   std::ostream null_out_{nullptr};  // discards (badbit, no buffer)
   std::ostream& out_;
+  const StepCallback& on_step_;
   DataSource src_;
   RunTokenizer tok_;
   std::unique_ptr<data::DataLoader> loader_, val_loader_;
@@ -170,13 +176,15 @@ class Run {
   int64_t start_step_ = 0;
 };
 
-// Every rank's signal, agreed on: a rank stopping alone would leave the
-// others waiting in the next step's collectives.
-int Run::agree_on_signal(int sig) const {
-  if (mesh_.world().size() == 1) return sig;
-  int32_t mine = sig, any = 0;
-  mesh_.world().all_reduce(&mine, &any, 1, DType::i32, dist::ReduceOp::max).wait();
-  return any;
+// Every rank's reason to stop, agreed on: a rank stopping alone would leave
+// the others waiting in the next step's collectives. Encoded so that the
+// maximum over ranks is a signal if any rank has one (it decides the exit
+// status): signal + 1, 1 for the callback, 0 for none.
+int Run::agree_on_stop(int sig, bool callback_stop) const {
+  int32_t mine = sig ? sig + 1 : callback_stop ? 1 : 0, any = mine;
+  if (mesh_.world().size() > 1)
+    mesh_.world().all_reduce(&mine, &any, 1, DType::i32, dist::ReduceOp::max).wait();
+  return any > 1 ? any - 1 : any == 1 ? kStopByCallback : 0;
 }
 
 void Run::setup_data() {
@@ -538,8 +546,10 @@ TrainResult Run::go() {
       window_seconds = 0, window_tokens = 0;
       metrics->log(m);
     }
-    int sig = agree_on_signal(signals.received());
-    if (c_.checkpoint.enable && (checkpoint_due(step, steps, c_.checkpoint.interval) || sig)) {
+    bool callback_stop = on_step_ && !on_step_(m);
+    int stop = agree_on_stop(signals.received(), callback_stop);
+    int sig = stop == kStopByCallback ? 0 : stop;
+    if (c_.checkpoint.enable && (checkpoint_due(step, steps, c_.checkpoint.interval) || stop)) {
       result.last_checkpoint = save(step);
       if (metrics) metrics->note("saved checkpoint " + result.last_checkpoint);
     }
@@ -547,6 +557,13 @@ TrainResult Run::go() {
     if (std::string trace = profiler.end_step(step); !trace.empty() && metrics)
       metrics->note("wrote profile trace " + trace + " (kiln profile summarize reads it)");
     if (metrics) metrics->progress(step);
+    if (stop == kStopByCallback) {
+      result.stopped_by_callback = true;
+      if (metrics)
+        metrics->note(cat("stopped by the step callback after step ", step,
+                          c_.checkpoint.enable ? "; the checkpoint above resumes it" : ""));
+      return result;
+    }
     if (sig) {
       result.stopped_by_signal = sig;
       if (metrics)
@@ -595,12 +612,12 @@ std::string dump_tokenizer_path(const TrainConfig& config) {
   return (fs::path(config.job.dump_folder) / "tokenizer.json").string();
 }
 
-TrainResult run_training(const TrainConfig& config, std::ostream& out) {
+TrainResult run_training(const TrainConfig& config, std::ostream& out, const StepCallback& on_step) {
   std::optional<MeshScope> mesh;
   try {
     check_supported(config);
     mesh.emplace(config);
-    return Run(config, *mesh, out).go();
+    return Run(config, *mesh, out, on_step).go();
   } catch (const Error& e) {
     // Every rank's error reaches the terminal (mpirun forwards stderr): say whose.
     if (dist::launched_by_mpirun() && dist::world()->size() > 1)

@@ -24,12 +24,14 @@
 // the dp_shard ranks each write their shards of a checkpoint, and a resumed
 // run may use another mesh. Errors are prefixed "rank N: ".
 #pragma once
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
 
 #include "kiln/dist/mesh.h"
 #include "kiln/train/config.h"
+#include "kiln/train/metrics.h"
 
 namespace kiln::train {
 
@@ -38,13 +40,21 @@ struct TrainResult {
   int64_t last_step = 0;   // the last step completed
   std::optional<double> last_loss, last_grad_norm;
   int stopped_by_signal = 0;    // SIGINT / SIGTERM when a signal stopped the run
+  bool stopped_by_callback = false;  // the step callback asked to stop
   std::string last_checkpoint;  // the last checkpoint written by this run (empty: none)
 };
+
+// Called on every rank after each step with its metrics (throughput, MFU
+// and memory are filled on rank 0 at logged steps only). Returning false
+// stops the run as a signal does: the step's checkpoint is saved (when
+// checkpointing is enabled), and every rank stops if any callback said so.
+using StepCallback = std::function<bool(const StepMetrics&)>;
 
 // Runs the training job `config` describes (finalize()d), printing progress
 // to `out`. Errors (missing data, a bad checkpoint, an unsupported setting)
 // are kiln::Error.
-TrainResult run_training(const TrainConfig& config, std::ostream& out);
+TrainResult run_training(const TrainConfig& config, std::ostream& out,
+                         const StepCallback& on_step = {});
 
 // Settings the config accepts (the recipes for clusters use them) that this
 // trainer cannot honour yet: a kiln::Error naming the key, refused up front

@@ -1,0 +1,59 @@
+"""Nested containers of tensors (pytrees): lists, tuples and dicts of
+tensors, numbers and None, flattened to a list of tensors and a structure
+that rebuilds them. How value_and_grad and compile take a model's parameter
+dict or a (loss, aux) tuple."""
+from ._kiln import Tensor
+
+
+class Leaf:
+    """Where a tensor goes back in."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "*"
+
+
+LEAF = Leaf()
+
+
+def flatten(tree):
+    """(tensors, structure): the tensors depth first, and the tree with a
+    LEAF in each tensor's place (everything else kept as it is)."""
+    leaves = []
+
+    def walk(node):
+        if isinstance(node, Tensor):
+            leaves.append(node)
+            return LEAF
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            items = [walk(v) for v in node]
+            return items if isinstance(node, list) else tuple(items)
+        return node
+
+    return leaves, walk(tree)
+
+
+def unflatten(structure, leaves):
+    """The tree `structure` with its LEAFs replaced by `leaves`, in order."""
+    it = iter(leaves)
+
+    def walk(node):
+        if node is LEAF:
+            return next(it)
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            items = [walk(v) for v in node]
+            return items if isinstance(node, list) else tuple(items)
+        return node
+
+    return walk(structure)
+
+
+def key(structure):
+    """A string naming a structure, with its non-tensor values: calls whose
+    keys differ are different signatures of a compiled function."""
+    return repr(structure)

@@ -1,0 +1,101 @@
+"""value_and_grad, compile and eager modes over Python functions of
+tensors (and of lists, tuples and dicts of them)."""
+import functools
+
+from . import _kiln, _pytree
+
+
+def value_and_grad(fn, argnums=None):
+    """``vg = kiln.value_and_grad(fn); value, grads = vg(*args)``.
+
+    fn's first result (or its only one) must be a floating scalar, the loss;
+    further results ride along in ``value``, as fn returned them. ``grads``
+    has the structure of the arguments (a dict of parameters gives a dict of
+    gradients), None where an argument is an integer tensor or no tensor;
+    with ``argnums`` (an int or a tuple of ints) only those arguments'.
+    The function is traced each call: inside it, values cannot be read."""
+
+    @functools.wraps(fn)
+    def wrapped(*args):
+        leaves, structure = _pytree.flatten(list(args))
+        out_structure = []
+
+        def flat_fn(tensors):
+            out = fn(*_pytree.unflatten(structure, tensors))
+            out_leaves, s = _pytree.flatten(out)
+            out_structure.append(s)
+            return out_leaves
+
+        values, grads = _kiln.value_and_grad(flat_fn)(leaves)
+        value = _pytree.unflatten(out_structure[-1], values)
+        grads = _pytree.unflatten(_none_for_non_tensors(structure), grads)
+        if argnums is None:
+            return value, tuple(grads)
+        if isinstance(argnums, int):
+            return value, grads[argnums]
+        return value, tuple(grads[i] for i in argnums)
+
+    return wrapped
+
+
+def _none_for_non_tensors(structure):
+    """The argument structure with None for everything that is no tensor."""
+    if structure is _pytree.LEAF:
+        return structure
+    if isinstance(structure, dict):
+        return {k: _none_for_non_tensors(v) for k, v in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        items = [_none_for_non_tensors(v) for v in structure]
+        return items if isinstance(structure, list) else tuple(items)
+    return None
+
+
+class compile:
+    """``f = kiln.compile(fn)``: fn traced once per signature (the tensors'
+    dtypes, shapes and devices, and the values of non-tensor arguments) into
+    one optimised program, which later calls run. Tensors fn reads from its
+    closure are baked in as constants: pass what changes as arguments.
+    ``donate``: argument positions whose buffers the outputs may reuse (a
+    donated tensor must not be used after the call). ``background``: the
+    first call of a signature runs op by op while it compiles. Set
+    KILN_REPORT_RECOMPILES=1 to have each recompilation reported with what
+    changed."""
+
+    def __init__(self, fn, name=None, donate=(), background=False):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._structure = {}  # static key -> the result's structure
+        self._compiled = _kiln.CompiledFunction(
+            self._trace, name or getattr(fn, "__qualname__", "compiled function"),
+            list(donate), background)
+        self._call_structure = None
+
+    def _trace(self, tensors):
+        out = self._fn(*_pytree.unflatten(self._call_structure, tensors))
+        leaves, s = _pytree.flatten(out)
+        self._structure[self._static_key] = s
+        return leaves
+
+    def __call__(self, *args):
+        leaves, structure = _pytree.flatten(list(args))
+        self._call_structure = structure
+        self._static_key = _pytree.key(structure) + "|" + ";".join(
+            f"{t.dtype.short_name}{t.shape}@{t.device}" for t in leaves)
+        out = self._compiled(leaves, _pytree.key(structure))
+        return _pytree.unflatten(self._structure[self._static_key], out)
+
+    @property
+    def num_signatures(self):
+        """Programs compiled so far (one per signature)."""
+        return self._compiled.num_signatures
+
+
+def eager_mode(mode):
+    """``with kiln.eager_mode("defer_and_fuse"):`` runs the block's ops in
+    that mode: "strict" (asynchronous, op by op), "debug" (synchronous,
+    NaN/Inf checks naming the op) or "defer_and_fuse" (ops recorded and run
+    as fused compiled programs when a value is needed)."""
+    return _kiln.EagerModeScope(mode)
+
+
+get_eager_mode = _kiln.get_eager_mode
