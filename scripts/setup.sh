@@ -4,7 +4,8 @@
 # is installed and built already is skipped.
 #   scripts/setup.sh           everything: Debian packages, the pinned Python
 #                              oracles of the tests and the benchmarks'
-#                              peers (.venv), every target
+#                              peers (.venv), every target, and the Python
+#                              package kiln installed into .venv
 #   scripts/setup.sh --train   what training needs: Debian packages and the
 #                              kiln command (build/kiln); no Python
 # Debian packages: compilers, CMake/ninja/ccache, oneDNN, OpenMPI, JSON,
@@ -33,7 +34,7 @@ APT_PACKAGES=(
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libxxhash-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-venv python3-pip
+  python3 python3-venv python3-pip python3-dev
   fortunes fortunes-min
   clang-16 libclang-rt-16-dev libomp-16-dev llvm-16
 )
@@ -68,6 +69,11 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${KILN_CMAKE_ARGS:-} >/dev/null
 if [ "$scope" = all ]; then
   cmake --build build
+  # The Python package into .venv (`import kiln`), from the build above:
+  # pip's build reuses build/ (nothing compiles twice) and keeps its tests.
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-build-isolation \
+    --no-deps --config-settings=build-dir=build \
+    --config-settings=cmake.define.KILN_TESTS=ON --config-settings=cmake.define.KILN_BENCH=ON .
 else
   cmake --build build --target kiln_cli
 fi

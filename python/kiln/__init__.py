@@ -8,7 +8,7 @@ fusing compiler, from Python.
 """
 from . import _kiln
 from ._kiln import (Error, Tensor, Tokenizer, arange, dtype, from_dlpack, full, memory_stats,
-                    ones, scalar, synchronize, zeros)
+                    ones, pending_compiles, scalar, synchronize, wait_for_compiles, zeros)
 from . import models, ops, optim
 from .models import generate
 from .train import train

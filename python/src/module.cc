@@ -13,4 +13,5 @@ NB_MODULE(_kiln, m) {
   kiln::python::bind_transforms(m);
   kiln::python::bind_models(m);
   kiln::python::bind_train(m);
+  kiln::python::bind_runtime(m);
 }
