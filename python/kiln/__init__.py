@@ -23,12 +23,13 @@ __version__ = "0.1.0"
 def from_numpy(array):
     """A kiln tensor over a NumPy array's memory (no copy: writes through
     either are seen by the other once kiln's queued work has run,
-    kiln.synchronize()). A read-only array, or one with negative strides,
-    is copied."""
+    kiln.synchronize()). A read-only array, one with negative strides or
+    one in the other byte order is copied (DLPack takes none of them)."""
     import numpy as np
     array = np.asarray(array)
-    if not array.flags.writeable or any(s < 0 for s in array.strides):
-        array = np.array(array)
+    if (not array.flags.writeable or any(s < 0 for s in array.strides)
+            or not array.dtype.isnative):
+        array = np.array(array, dtype=array.dtype.newbyteorder("="))
     return from_dlpack(array)
 
 

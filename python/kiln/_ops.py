@@ -55,8 +55,11 @@ def _doc(name, num_inputs, attrs, differentiable, fusion):
 def _make(name, num_inputs, attrs, differentiable, fusion):
     def op(*inputs, device=None, **kwargs):
         # A Python number becomes a 0-d tensor of the first tensor input's
-        # dtype, as in the C++ operators.
-        like = next((x for x in inputs if isinstance(x, Tensor)), None)
+        # dtype, as in the C++ operators; a bool input (where's condition)
+        # gives way to the next, so that where(cond, x, 0.0) takes x's.
+        tensors = [x for x in inputs if isinstance(x, Tensor)]
+        like = next((x for x in tensors if x.dtype != _kiln.dtype.bool),
+                    tensors[0] if tensors else None)
         args = [x if isinstance(x, Tensor) or like is None
                 else _kiln.scalar(x, like.dtype, like.device) for x in inputs]
         return _kiln.apply(name, args, kwargs, device)

@@ -53,7 +53,16 @@ def unflatten(structure, leaves):
     return walk(structure)
 
 
-def key(structure):
-    """A string naming a structure, with its non-tensor values: calls whose
-    keys differ are different signatures of a compiled function."""
-    return repr(structure)
+def static_form(structure):
+    """A hashable value equal for two structures exactly when they hold the
+    same containers and equal non-tensor values of the same types (1, 1.0
+    and True differ). A value that cannot be hashed (a NumPy array) raises
+    TypeError: pass it as a tensor."""
+    if structure is LEAF:
+        return LEAF
+    if isinstance(structure, dict):
+        return ("dict", tuple((k, static_form(v)) for k, v in structure.items()))
+    if isinstance(structure, (list, tuple)):
+        return (type(structure).__name__, tuple(static_form(v) for v in structure))
+    hash(structure)
+    return (type(structure), structure)

@@ -52,22 +52,31 @@ def _none_for_non_tensors(structure):
 
 class compile:
     """``f = kiln.compile(fn)``: fn traced once per signature (the tensors'
-    dtypes, shapes and devices, and the values of non-tensor arguments) into
+    dtypes, shapes and devices, and the values of non-tensor arguments, which
+    must be hashable: compared by equality, as JAX's static arguments) into
     one optimised program, which later calls run. Tensors fn reads from its
-    closure are baked in as constants: pass what changes as arguments.
-    ``donate``: argument positions whose buffers the outputs may reuse (a
-    donated tensor must not be used after the call). ``background``: the
-    first call of a signature runs op by op while it compiles. Set
-    KILN_REPORT_RECOMPILES=1 to have each recompilation reported with what
-    changed."""
+    closure are baked in as constants: pass what changes as arguments. On a
+    method, the instance is such a static argument (each object its own
+    programs, its tensors constants of them; kept alive as long as the
+    compiled function).
+    ``donate``: argument positions whose buffers the outputs may reuse
+    (every tensor of a donated argument, which must not be used after the
+    call). ``background``: the first call of a signature runs op by op
+    while it compiles. Set KILN_REPORT_RECOMPILES=1 to have each
+    recompilation reported with what changed."""
 
     def __init__(self, fn, name=None, donate=(), background=False):
         functools.update_wrapper(self, fn)
         self._fn = fn
+        self._name = name or getattr(fn, "__qualname__", "compiled function")
+        self._donate = tuple(donate)
+        self._background = background
         self._structure = {}  # static key -> the result's structure
-        self._compiled = _kiln.CompiledFunction(
-            self._trace, name or getattr(fn, "__qualname__", "compiled function"),
-            list(donate), background)
+        self._static_ids = {}  # static_form of the arguments -> its number
+        # The C++ function donates tensors by their position in the flat
+        # list, which depends on how many tensors each argument holds: one
+        # per list of donated tensor positions.
+        self._compiled = {}
         self._call_structure = None
 
     def _trace(self, tensors):
@@ -78,16 +87,45 @@ class compile:
 
     def __call__(self, *args):
         leaves, structure = _pytree.flatten(list(args))
+        try:
+            form = _pytree.static_form(structure)
+        except TypeError as e:
+            raise _kiln.Error(f"{self._name}: a non-tensor argument is not hashable ({e}); "
+                              "compile keys its programs by the values of non-tensor "
+                              "arguments: pass arrays as kiln tensors") from None
+        static = str(self._static_ids.setdefault(form, len(self._static_ids)))
         self._call_structure = structure
-        self._static_key = _pytree.key(structure) + "|" + ";".join(
+        self._static_key = static + "|" + ";".join(
             f"{t.dtype.short_name}{t.shape}@{t.device}" for t in leaves)
-        out = self._compiled(leaves, _pytree.key(structure))
+        out = self._compiled_for(args)(leaves, static)
         return _pytree.unflatten(self._structure[self._static_key], out)
+
+    def __get__(self, obj, objtype=None):
+        """On a method: the method bound to obj (obj a static argument)."""
+        return self if obj is None else functools.partial(self, obj)
+
+    def _compiled_for(self, args):
+        """The C++ function donating the tensors of the donated arguments."""
+        missing = [i for i in self._donate if not 0 <= i < len(args)]
+        if missing:
+            raise _kiln.Error(f"{self._name}: donated argument {missing[0]} does not exist "
+                              f"({len(args)} arguments)")
+        donated, start = [], 0
+        for i, arg in enumerate(args if self._donate else ()):
+            n = len(_pytree.flatten(arg)[0])
+            if i in self._donate:
+                donated += range(start, start + n)
+            start += n
+        key = tuple(donated)
+        if key not in self._compiled:
+            self._compiled[key] = _kiln.CompiledFunction(self._trace, self._name, donated,
+                                                         self._background)
+        return self._compiled[key]
 
     @property
     def num_signatures(self):
         """Programs compiled so far (one per signature)."""
-        return self._compiled.num_signatures
+        return sum(c.num_signatures for c in self._compiled.values())
 
 
 def eager_mode(mode):

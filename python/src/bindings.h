@@ -23,7 +23,7 @@ void bind_train(nb::module_& m);       // train.cc: the trainer
 void bind_runtime(nb::module_& m);     // runtime.cc: background compiles, the dispatch reference
 
 // A kiln.dtype, or a name: kiln's ("f32", "bf16"), PyTorch's and NumPy's
-// ("float32", "torch.bfloat16", numpy.dtype("int64")).
+// ("float32", "torch.bfloat16", numpy.dtype("int64"), numpy.int64).
 DType to_dtype(nb::handle h);
 // None (the CPU), a device string ("cpu", "cuda:0").
 Device to_device(nb::handle h);

@@ -5,6 +5,9 @@
 // kiln's queue has run them (kiln.synchronize()).
 #include <nanobind/ndarray.h>
 
+#include <mutex>
+#include <vector>
+
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
@@ -71,6 +74,38 @@ bool finalizing() {
 #endif
 }
 
+// Imported arrays whose storage a thread without the GIL released: a kiln
+// worker finishing the last op that read one. That thread must not wait for
+// the GIL, which a thread waiting for the worker may hold (an operator
+// blocked on the full queue), so the interpreter drops them later
+// (Py_AddPendingCall, callable without the GIL).
+std::mutex released_mutex;
+std::vector<nb::ndarray<>*> released;
+bool drop_scheduled = false;
+
+int drop_released(void*) {
+  std::vector<nb::ndarray<>*> arrays;
+  {
+    std::lock_guard<std::mutex> lock(released_mutex);
+    arrays.swap(released);
+    drop_scheduled = false;
+  }
+  for (nb::ndarray<>* a : arrays) delete a;
+  return 0;
+}
+
+void release_array(nb::ndarray<>* a) {
+  if (!Py_IsInitialized() || finalizing()) return;  // the interpreter frees it
+  if (PyGILState_Check()) {
+    delete a;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(released_mutex);
+  released.push_back(a);
+  // A full pending-call queue refuses; the next release tries again.
+  if (!drop_scheduled) drop_scheduled = Py_AddPendingCall(drop_released, nullptr) == 0;
+}
+
 // An array of any DLPack producer as a kiln tensor over the same memory.
 Tensor import_array(nb::ndarray<> a) {
   DType dtype = kiln_dtype(a.dtype());
@@ -96,14 +131,9 @@ Tensor import_array(nb::ndarray<> a) {
     else last += (n - 1) * s;
   }
   size_t bytes = empty ? 0 : size_t(last + 1) * itemsize(dtype);
-  // The array (and so its producer's buffer) lives as long as the storage;
-  // it is dropped under the GIL, whichever thread releases the storage.
+  // The array (and so its producer's buffer) lives as long as the storage.
   auto* keep = new nb::ndarray<>(a);
-  auto release = [keep] {
-    if (!Py_IsInitialized() || finalizing()) return;  // the interpreter frees it
-    nb::gil_scoped_acquire gil;
-    delete keep;
-  };
+  auto release = [keep] { release_array(keep); };
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;
   impl->shape = shape;
@@ -142,6 +172,12 @@ void bind_interop(nb::module_& m) {
   m.def("from_dlpack", &import_array, nb::arg("array"),
         "A kiln tensor over the memory of any DLPack producer (NumPy, PyTorch, JAX), without "
         "copying; the producer's buffer lives as long as the tensor.");
+  // Tried after the writable overload: an error that says why, rather than
+  // nanobind's "incompatible function arguments".
+  m.def("from_dlpack", [](nb::ndarray<nb::ro>) -> Tensor {
+    throw Error("a read-only array: kiln tensors are writable, so kiln takes no read-only "
+                "memory without copying; pass a copy (kiln.from_numpy copies read-only arrays)");
+  }, nb::arg("array"));
 }
 
 }  // namespace kiln::python

@@ -21,7 +21,9 @@ namespace kiln::python {
 
 DType to_dtype(nb::handle h) {
   if (nb::isinstance<DType>(h)) return nb::cast<DType>(h);
-  std::string s = nb::cast<std::string>(nb::str(h));
+  // A type (numpy.float32, Python's float) goes by the name NumPy gives it.
+  std::string s = nb::cast<std::string>(nb::str(
+      PyType_Check(h.ptr()) ? nb::module_::import_("numpy").attr("dtype")(h) : nb::borrow(h)));
   if (s.rfind("torch.", 0) == 0) s = s.substr(6);
   static const std::map<std::string, DType> long_names = {
       {"float32", DType::f32}, {"float", DType::f32},    {"bfloat16", DType::bf16},
@@ -114,8 +116,10 @@ Tensor index(const Tensor& t, nb::handle key) {
       out = out.slice(axis++, start, start + int64_t(length) * step, step);
     } else if (nb::isinstance<nb::int_>(h)) {
       int64_t i = nb::cast<int64_t>(h), n = out.dim(axis);
-      KILN_CHECK(i >= -n && i < n, "index ", i, " is out of range for dimension ", axis,
-                 " of size ", n);
+      // IndexError, as Python's sequence protocol expects: it ends `for row in t`.
+      if (i < -n || i >= n)
+        throw nb::index_error(
+            cat("index ", i, " is out of range for dimension ", axis, " of size ", n).c_str());
       out = out.select(axis, i < 0 ? i + n : i);
     } else {
       throw Error(cat("unsupported index ", nb::cast<std::string>(nb::repr(h)),
@@ -178,14 +182,16 @@ void bind_tensor(nb::module_& m) {
       .def("unsqueeze", &Tensor::unsqueeze, nb::arg("axis"))
       .def("flatten", &Tensor::flatten)
       .def("contiguous", &Tensor::contiguous)
-      .def("__getitem__", &index)
+      // .none(): nanobind refuses None for an argument unless told, and
+      // t[None] adds a dimension.
+      .def("__getitem__", &index, nb::arg("key").none())
       .def("__setitem__", [](const Tensor& t, nb::handle key, nb::handle value) {
             Tensor view = index(t, key);
             if (nb::isinstance<Tensor>(value))
               view.copy_(nb::cast<Tensor>(value));
             else
               view.fill_(nb::cast<double>(value));
-          })
+          }, nb::arg("key").none(), nb::arg("value"))
       // Conversions.
       .def("to", [](const Tensor& t, nb::handle where) {
             if (nb::isinstance<nb::str>(where)) {
