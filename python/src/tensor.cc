@@ -130,6 +130,23 @@ Tensor index(const Tensor& t, nb::handle key) {
   return out;
 }
 
+// What kiln computes (or queues, waiting while the queue is full) runs
+// without the GIL, so that other Python threads go on.
+const nb::call_guard<nb::gil_scoped_release> nogil;
+
+// An in-place method: f(tensor, arg) without the GIL, returning the tensor.
+template <class Arg, class F>
+auto in_place(F f) {
+  return [f](nb::object self, Arg arg) {
+    Tensor& t = nb::cast<Tensor&>(self);
+    {
+      nb::gil_scoped_release release;
+      f(t, arg);
+    }
+    return self;
+  };
+}
+
 }  // namespace
 
 void bind_tensor(nb::module_& m) {
@@ -160,7 +177,7 @@ void bind_tensor(nb::module_& m) {
             return d ? nb::cast(t.dim(*d)) : nb::object(shape_tuple(t.shape()));
           }, nb::arg("dim") = nb::none())
       .def("__len__", [](const Tensor& t) {
-            KILN_CHECK(t.rank() > 0, "len() of a 0-d tensor");
+            if (t.rank() == 0) throw nb::type_error("len() of a 0-d tensor");
             return t.dim(0);
           })
       // Views.
@@ -181,7 +198,7 @@ void bind_tensor(nb::module_& m) {
       .def("squeeze", &Tensor::squeeze, nb::arg("axis"))
       .def("unsqueeze", &Tensor::unsqueeze, nb::arg("axis"))
       .def("flatten", &Tensor::flatten)
-      .def("contiguous", &Tensor::contiguous)
+      .def("contiguous", &Tensor::contiguous, nogil)
       // .none(): nanobind refuses None for an argument unless told, and
       // t[None] adds a dimension.
       .def("__getitem__", &index, nb::arg("key").none())
@@ -224,41 +241,41 @@ void bind_tensor(nb::module_& m) {
       .def("__bool__", [](const Tensor& t) { return nb::cast<bool>(nb::bool_(item(t))); })
       .def("__float__", [](const Tensor& t) { return nb::cast<double>(item(t)); })
       .def("__int__", [](const Tensor& t) { return nb::cast<int64_t>(nb::int_(item(t))); })
-      // In place.
-      .def("copy_", [](Tensor& t, const Tensor& s) { return t.copy_(s); }, nb::rv_policy::reference)
-      .def("add_", [](Tensor& t, const Tensor& o) { return t.add_(o); }, nb::rv_policy::reference)
-      .def("mul_", [](Tensor& t, const Tensor& o) { return t.mul_(o); }, nb::rv_policy::reference)
-      .def("fill_", [](Tensor& t, double v) { return t.fill_(v); }, nb::rv_policy::reference)
+      // In place; each returns the tensor itself.
+      .def("copy_", in_place<const Tensor&>([](Tensor& t, const Tensor& s) { t.copy_(s); }), nb::arg("src"))
+      .def("add_", in_place<const Tensor&>([](Tensor& t, const Tensor& o) { t.add_(o); }), nb::arg("other"))
+      .def("mul_", in_place<const Tensor&>([](Tensor& t, const Tensor& o) { t.mul_(o); }), nb::arg("other"))
+      .def("fill_", in_place<double>([](Tensor& t, double v) { t.fill_(v); }), nb::arg("value"))
       // Arithmetic: a Python number becomes a scalar of the tensor's dtype.
-      .def(nb::self + nb::self)
-      .def(nb::self - nb::self)
-      .def(nb::self * nb::self)
-      .def(nb::self / nb::self)
-      .def(-nb::self)
-      .def(nb::self + double())
-      .def(nb::self - double())
-      .def(nb::self * double())
-      .def(nb::self / double())
-      .def(double() + nb::self)
-      .def(double() - nb::self)
-      .def(double() * nb::self)
-      .def(double() / nb::self)
-      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); })
-      .def("__pow__", [](const Tensor& a, const Tensor& b) { return pow(a, b); })
-      .def("__pow__", [](const Tensor& a, double b) { return pow(a, b); })
-      .def("__abs__", [](const Tensor& a) { return abs(a); })
-      .def("__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); })
-      .def("__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); })
-      .def("__lt__", [](const Tensor& a, const Tensor& b) { return lt(a, b); })
-      .def("__le__", [](const Tensor& a, const Tensor& b) { return le(a, b); })
-      .def("__gt__", [](const Tensor& a, const Tensor& b) { return gt(a, b); })
-      .def("__ge__", [](const Tensor& a, const Tensor& b) { return ge(a, b); })
-      .def("__eq__", [](const Tensor& a, double b) { return eq(a, scalar(b, a.dtype(), a.device())); })
-      .def("__ne__", [](const Tensor& a, double b) { return ne(a, scalar(b, a.dtype(), a.device())); })
-      .def("__lt__", [](const Tensor& a, double b) { return lt(a, scalar(b, a.dtype(), a.device())); })
-      .def("__le__", [](const Tensor& a, double b) { return le(a, scalar(b, a.dtype(), a.device())); })
-      .def("__gt__", [](const Tensor& a, double b) { return gt(a, scalar(b, a.dtype(), a.device())); })
-      .def("__ge__", [](const Tensor& a, double b) { return ge(a, scalar(b, a.dtype(), a.device())); })
+      .def(nb::self + nb::self, nogil)
+      .def(nb::self - nb::self, nogil)
+      .def(nb::self * nb::self, nogil)
+      .def(nb::self / nb::self, nogil)
+      .def(-nb::self, nogil)
+      .def(nb::self + double(), nogil)
+      .def(nb::self - double(), nogil)
+      .def(nb::self * double(), nogil)
+      .def(nb::self / double(), nogil)
+      .def(double() + nb::self, nogil)
+      .def(double() - nb::self, nogil)
+      .def(double() * nb::self, nogil)
+      .def(double() / nb::self, nogil)
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, nogil)
+      .def("__pow__", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, nogil)
+      .def("__pow__", [](const Tensor& a, double b) { return pow(a, b); }, nogil)
+      .def("__abs__", [](const Tensor& a) { return abs(a); }, nogil)
+      .def("__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, nogil)
+      .def("__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, nogil)
+      .def("__lt__", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, nogil)
+      .def("__le__", [](const Tensor& a, const Tensor& b) { return le(a, b); }, nogil)
+      .def("__gt__", [](const Tensor& a, const Tensor& b) { return gt(a, b); }, nogil)
+      .def("__ge__", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, nogil)
+      .def("__eq__", [](const Tensor& a, double b) { return eq(a, scalar(b, a.dtype(), a.device())); }, nogil)
+      .def("__ne__", [](const Tensor& a, double b) { return ne(a, scalar(b, a.dtype(), a.device())); }, nogil)
+      .def("__lt__", [](const Tensor& a, double b) { return lt(a, scalar(b, a.dtype(), a.device())); }, nogil)
+      .def("__le__", [](const Tensor& a, double b) { return le(a, scalar(b, a.dtype(), a.device())); }, nogil)
+      .def("__gt__", [](const Tensor& a, double b) { return gt(a, scalar(b, a.dtype(), a.device())); }, nogil)
+      .def("__ge__", [](const Tensor& a, double b) { return ge(a, scalar(b, a.dtype(), a.device())); }, nogil)
       // Every op of kiln.ops is a method too: x.exp(), x.sum(axes=[0]).
       .def("__getattr__", [](nb::handle self, const std::string& name) -> nb::object {
             nb::object ops = nb::module_::import_("kiln.ops");
