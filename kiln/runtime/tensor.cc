@@ -189,7 +189,7 @@ std::string Tensor::to_string() const {
     os << '[';
     for (int64_t i = 0; i < s[axis]; ++i) {
       if (s[axis] > 2 * kEdge && i == kEdge) {
-        os << "..., ";
+        os << ", ...";
         i = s[axis] - kEdge - 1;
         continue;
       }

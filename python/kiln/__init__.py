@@ -7,8 +7,9 @@ fusing compiler, from Python.
     kiln.train("default", training={"steps": 20})
 """
 from . import _kiln
-from ._kiln import (Error, Tensor, Tokenizer, arange, dtype, from_dlpack, full, memory_stats,
-                    ones, pending_compiles, scalar, synchronize, wait_for_compiles, zeros)
+from ._kiln import (Error, Generator, Tensor, Tokenizer, arange, bernoulli, dropout, dtype,
+                    from_dlpack, full, memory_stats, normal, ones, pending_compiles, rand, randn,
+                    scalar, stack, synchronize, uniform, wait_for_compiles, zeros)
 from . import models, ops, optim
 from .models import generate
 from .train import train

@@ -20,6 +20,7 @@ void bind_ops(nb::module_& m);         // ops.cc: the op registry
 void bind_transforms(nb::module_& m);  // transforms.cc: value_and_grad, compile, eager modes
 void bind_models(nb::module_& m);      // models.cc: CausalLM, AdamW, generation, tokenizers
 void bind_train(nb::module_& m);       // train.cc: the trainer
+void bind_random(nb::module_& m);      // random.cc: Generator, random draws, dropout, stack
 void bind_runtime(nb::module_& m);     // runtime.cc: background compiles, the dispatch reference
 
 // A kiln.dtype, or a name: kiln's ("f32", "bf16"), PyTorch's and NumPy's

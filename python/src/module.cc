@@ -13,5 +13,6 @@ NB_MODULE(_kiln, m) {
   kiln::python::bind_transforms(m);
   kiln::python::bind_models(m);
   kiln::python::bind_train(m);
+  kiln::python::bind_random(m);
   kiln::python::bind_runtime(m);
 }
