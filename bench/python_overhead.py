@@ -99,7 +99,8 @@ def trainer(kiln_cli, steps, rounds):
             kiln.train(quiet=True, job={"dump_folder": dump}, **flags)
             py.append(tps(dump))
     c, p = statistics.median(cli), statistics.median(py)
-    print(f"\ngraph trainer, default recipe, {steps} steps x {rounds} rounds each "
+    print(f"\ngraph trainer, default recipe, {steps} steps x {rounds} rounds each, "
+          f"KILN_NUM_THREADS={os.environ['KILN_NUM_THREADS']} for both "
           f"(median tokens/s of steps 3..{steps}):")
     print(f"  kiln train (CLI)         {c:9.0f} tokens/s")
     print(f"  kiln.train from Python   {p:9.0f} tokens/s  {p / c:.3f}x the CLI")
