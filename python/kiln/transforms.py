@@ -13,22 +13,24 @@ def value_and_grad(fn, argnums=None):
     has the structure of the arguments (a dict of parameters gives a dict of
     gradients), None where an argument is an integer tensor or no tensor;
     with ``argnums`` (an int or a tuple of ints) only those arguments'.
-    The function is traced each call: inside it, values cannot be read."""
+    Keyword arguments are passed through, undifferentiated. The function is
+    traced each call: inside it, values cannot be read."""
 
     @functools.wraps(fn)
-    def wrapped(*args):
-        leaves, structure = _pytree.flatten(list(args))
+    def wrapped(*args, **kwargs):
+        leaves, structure = _pytree.flatten([list(args), kwargs])
         out_structure = []
 
         def flat_fn(tensors):
-            out = fn(*_pytree.unflatten(structure, tensors))
+            a, k = _pytree.unflatten(structure, tensors)
+            out = fn(*a, **k)
             out_leaves, s = _pytree.flatten(out)
             out_structure.append(s)
             return out_leaves
 
         values, grads = _kiln.value_and_grad(flat_fn)(leaves)
         value = _pytree.unflatten(out_structure[-1], values)
-        grads = _pytree.unflatten(_none_for_non_tensors(structure), grads)
+        grads = _pytree.unflatten(_none_for_non_tensors(structure), grads)[0]
         if argnums is None:
             return value, tuple(grads)
         if isinstance(argnums, int):
@@ -80,13 +82,15 @@ class compile:
         self._call_structure = None
 
     def _trace(self, tensors):
-        out = self._fn(*_pytree.unflatten(self._call_structure, tensors))
+        args, kwargs = _pytree.unflatten(self._call_structure, tensors)
+        out = self._fn(*args, **kwargs)
         leaves, s = _pytree.flatten(out)
         self._structure[self._static_key] = s
         return leaves
 
-    def __call__(self, *args):
-        leaves, structure = _pytree.flatten(list(args))
+    def __call__(self, *args, **kwargs):
+        # Keywords in name order: the same call however they were written.
+        leaves, structure = _pytree.flatten([list(args), dict(sorted(kwargs.items()))])
         try:
             form = _pytree.static_form(structure)
         except TypeError as e:

@@ -282,3 +282,17 @@ def test_debug_mode_names_the_op_making_nan():
         with kiln.eager_mode("debug"):
             kiln.ops.sqrt(x)
     assert np.isnan(np.asarray(kiln.ops.sqrt(x))[1])  # strict mode computes it
+
+
+def test_keyword_arguments():
+    x, w = kiln.full([3], 2.0), kiln.full([3], 5.0)
+
+    def f(x, *, w, scale=1.0):
+        return (x * w).sum() * scale
+
+    value, (gx,) = kiln.value_and_grad(f)(x, w=w, scale=3.0)
+    assert float(value) == 90.0 and gx.tolist() == [15.0, 15.0, 15.0]
+    c = kiln.compile(f)
+    assert float(c(x, w=w, scale=3.0)) == 90.0
+    assert float(c(x, scale=3.0, w=w)) == 90.0 and c.num_signatures == 1
+    assert float(c(x, w=w)) == 30.0 and c.num_signatures == 2
