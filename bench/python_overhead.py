@@ -15,7 +15,6 @@ same run:
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -24,17 +23,7 @@ import time
 os.environ.setdefault("KILN_NUM_THREADS", "1")  # small tensors: one thread, as torch below
 
 import kiln  # noqa: E402
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from ladder_vs_torch import cpu_name  # noqa: E402  (beside this script)
 
 
 def best_of(fn, rounds=5):
@@ -81,8 +70,6 @@ def trainer(kiln_cli, steps, rounds):
     flags = {"training": {"steps": steps}, "metrics": {"log_freq": 1, "enable_tensorboard": False,
                                                        "progress_bar": False},
              "checkpoint": {"enable": False}, "validation": {"enable": False}}
-    cli_flags = [f"--{s}.{k}={str(v).lower() if isinstance(v, bool) else v}"
-                 for s, kv in flags.items() for k, v in kv.items()]
 
     def tps(dump):  # median over the steps after the first two (compilation)
         with open(os.path.join(dump, "metrics.jsonl")) as f:
@@ -92,7 +79,7 @@ def trainer(kiln_cli, steps, rounds):
     with tempfile.TemporaryDirectory() as d:
         for r in range(rounds):  # alternated, so drift in the machine's load hits both
             dump = f"{d}/cli{r}"
-            subprocess.run([kiln_cli, "train", f"--job.dump_folder={dump}", *cli_flags],
+            subprocess.run([kiln_cli, "train", f"--job.dump_folder={dump}", *kiln.train_flags(flags)],
                            check=True, stdout=subprocess.DEVNULL)
             cli.append(tps(dump))
             dump = f"{d}/py{r}"

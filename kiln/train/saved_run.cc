@@ -151,7 +151,6 @@ nn::StateDict lora_base_weights(const RunCheckpoint& r) {
   return model.state_dict();
 }
 
-
 SavedModel model_of(RunCheckpoint r, const std::string& tokenizer_path, DType dtype) {
   SavedModel out;
   out.eos_ids = r.eos_ids;

@@ -12,7 +12,7 @@ from ._kiln import (Error, Generator, Tensor, Tokenizer, arange, bernoulli, drop
                     scalar, stack, synchronize, uniform, wait_for_compiles, zeros)
 from . import models, ops, optim
 from .models import generate
-from .train import train
+from ._train import train, train_flags
 from .transforms import compile, eager_mode, get_eager_mode, value_and_grad
 
 float32, bfloat16, float16, float64 = dtype.float32, dtype.bfloat16, dtype.float16, dtype.float64

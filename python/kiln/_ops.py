@@ -54,6 +54,8 @@ def _doc(name, num_inputs, attrs, differentiable, fusion):
 
 def _make(name, num_inputs, attrs, differentiable, fusion):
     def op(*inputs, device=None, **kwargs):
+        if all(isinstance(x, Tensor) for x in inputs):
+            return _kiln.apply(name, inputs, kwargs, device)
         # A Python number becomes a 0-d tensor of the first tensor input's
         # dtype, as in the C++ operators; a bool input (where's condition)
         # gives way to the next, so that where(cond, x, 0.0) takes x's.

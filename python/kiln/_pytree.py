@@ -17,40 +17,35 @@ class Leaf:
 LEAF = Leaf()
 
 
+def map_leaves(fn, tree):
+    """The tree with every value that is no list, tuple or dict replaced by
+    fn(value), depth first."""
+    if isinstance(tree, dict):
+        return {k: map_leaves(fn, v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        items = [map_leaves(fn, v) for v in tree]
+        return items if isinstance(tree, list) else tuple(items)
+    return fn(tree)
+
+
 def flatten(tree):
     """(tensors, structure): the tensors depth first, and the tree with a
     LEAF in each tensor's place (everything else kept as it is)."""
     leaves = []
 
-    def walk(node):
-        if isinstance(node, Tensor):
-            leaves.append(node)
-            return LEAF
-        if isinstance(node, dict):
-            return {k: walk(v) for k, v in node.items()}
-        if isinstance(node, (list, tuple)):
-            items = [walk(v) for v in node]
-            return items if isinstance(node, list) else tuple(items)
-        return node
+    def take(node):
+        if not isinstance(node, Tensor):
+            return node
+        leaves.append(node)
+        return LEAF
 
-    return leaves, walk(tree)
+    return leaves, map_leaves(take, tree)
 
 
 def unflatten(structure, leaves):
     """The tree `structure` with its LEAFs replaced by `leaves`, in order."""
     it = iter(leaves)
-
-    def walk(node):
-        if node is LEAF:
-            return next(it)
-        if isinstance(node, dict):
-            return {k: walk(v) for k, v in node.items()}
-        if isinstance(node, (list, tuple)):
-            items = [walk(v) for v in node]
-            return items if isinstance(node, list) else tuple(items)
-        return node
-
-    return walk(structure)
+    return map_leaves(lambda node: next(it) if node is LEAF else node, structure)
 
 
 def static_form(structure):

@@ -30,7 +30,9 @@ def value_and_grad(fn, argnums=None):
 
         values, grads = _kiln.value_and_grad(flat_fn)(leaves)
         value = _pytree.unflatten(out_structure[-1], values)
-        grads = _pytree.unflatten(_none_for_non_tensors(structure), grads)[0]
+        # None for everything that is no tensor.
+        grads = _pytree.unflatten(
+            _pytree.map_leaves(lambda n: n if n is _pytree.LEAF else None, structure), grads)[0]
         if argnums is None:
             return value, tuple(grads)
         if isinstance(argnums, int):
@@ -38,18 +40,6 @@ def value_and_grad(fn, argnums=None):
         return value, tuple(grads[i] for i in argnums)
 
     return wrapped
-
-
-def _none_for_non_tensors(structure):
-    """The argument structure with None for everything that is no tensor."""
-    if structure is _pytree.LEAF:
-        return structure
-    if isinstance(structure, dict):
-        return {k: _none_for_non_tensors(v) for k, v in structure.items()}
-    if isinstance(structure, (list, tuple)):
-        items = [_none_for_non_tensors(v) for v in structure]
-        return items if isinstance(structure, list) else tuple(items)
-    return None
 
 
 class compile:

@@ -88,13 +88,12 @@ std::vector<Tensor> parameter_values(const CausalLM& model, nb::handle params) {
 // Runs `body` on the model with `params` in place of its parameters, or on
 // its own when `params` is None.
 template <class F>
-Tensor with_params(const CausalLM& model, nb::handle params, F body) {
+Tensor with_params(CausalLM& model, nb::handle params, F body) {
   std::optional<std::vector<Tensor>> values;
   if (!params.is_none()) values = parameter_values(model, params);
   nb::gil_scoped_release nogil;
   if (!values) return body();
-  auto& m = const_cast<CausalLM&>(model);  // the scope puts every parameter back
-  nn::ParameterScope scope(m, *values);
+  nn::ParameterScope scope(model, *values);  // puts every parameter back
   return body();
 }
 
@@ -118,13 +117,13 @@ void bind_models(nb::module_& m) {
 
   nb::class_<CausalLM>(m, "CausalLM",
       "A Llama 3 / Qwen3 / Qwen3-MoE causal language model with Hugging Face's parameter names.")
-      .def("__call__", [](const CausalLM& model, const Tensor& ids, nb::handle params) {
+      .def("__call__", [](CausalLM& model, const Tensor& ids, nb::handle params) {
             return with_params(model, params, [&] { return model.logits(ids); });
           }, nb::arg("ids"), nb::arg("params") = nb::none(),
           "ids [B, S] (int32/int64) -> logits [B, S, vocab_size]. With `params` (a dict like "
           "state_dict(), or a list in named_parameters() order) the model computes with those "
           "values in place of its parameters: how value_and_grad differentiates it.")
-      .def("loss", [](const CausalLM& model, const Tensor& ids, const Tensor& targets,
+      .def("loss", [](CausalLM& model, const Tensor& ids, const Tensor& targets,
                       nb::handle params) {
             return with_params(model, params, [&] { return model.loss(ids, targets); });
           }, nb::arg("ids"), nb::arg("targets"), nb::arg("params") = nb::none(),

@@ -20,17 +20,10 @@ def losses(dump):
         return [(r["step"], r["loss"]) for r in map(json.loads, f)]
 
 
-def cli_flags(dump):
-    flags = [f"--job.dump_folder={dump}"]
-    for section, values in FLAGS.items():
-        flags += [f"--{section}.{k}={str(v).lower() if isinstance(v, bool) else v}"
-                  for k, v in values.items()]
-    return flags
-
-
 def test_same_losses_as_the_cli(tmp_path):
     cli_dump, py_dump = str(tmp_path / "cli"), str(tmp_path / "py")
-    subprocess.run([os.environ["KILN_CLI"], "train", *cli_flags(cli_dump)], check=True,
+    subprocess.run([os.environ["KILN_CLI"], "train", f"--job.dump_folder={cli_dump}",
+                    *kiln.train_flags(FLAGS)], check=True,
                    stdout=subprocess.DEVNULL)
     seen = []
     result = kiln.train(callback=lambda m: seen.append((m["step"], m["loss"])), quiet=True,

@@ -4,18 +4,22 @@ import os
 from . import _kiln
 
 
-def _flags(prefix, value):
-    """("--section.key=value", ...) for a nested dict of settings."""
-    if isinstance(value, dict):
-        out = []
-        for k, v in value.items():
-            out += _flags(f"{prefix}.{k}" if prefix else k, v)
-        return out
-    if isinstance(value, bool):
-        value = "true" if value else "false"
-    elif isinstance(value, (list, tuple)):
-        value = ",".join(str(v) for v in value)
-    return [f"--{prefix}={value}"]
+def train_flags(settings, prefix=""):
+    """``kiln train``'s flags for a dict of settings, nested by section
+    ({"training": {"steps": 20}}) or dotted ({"training.steps": 20}):
+    ["--training.steps=20"]."""
+    out = []
+    for k, v in settings.items():
+        key = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out += train_flags(v, key)
+            continue
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, (list, tuple)):
+            v = ",".join(str(x) for x in v)
+        out.append(f"--{key}={v}")
+    return out
 
 
 def train(recipe=None, callback=None, *, quiet=False, **settings):
@@ -35,8 +39,8 @@ def train(recipe=None, callback=None, *, quiet=False, **settings):
         base = recipe.pop("config", None)
         if base is not None:
             args += ["--config", os.fspath(base)]
-        args += _flags("", recipe)
+        args += train_flags(recipe)
     elif recipe is not None:
         args += ["--config", os.fspath(recipe)]
-    args += _flags("", settings)
+    args += train_flags(settings)
     return _kiln.train(args, callback, quiet)
