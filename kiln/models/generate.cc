@@ -49,7 +49,7 @@ std::vector<Tensor> KVCacheDecoder::run_prefill(const std::vector<Tensor>& args)
   const TransformerModel& m = model_.model;
   const int64_t B = ids.dim(0), L = ids.dim(1), dim = model_.config().dim;
   Tensor x = m.embed_tokens.forward(ids);
-  RopeTables rope = m.rotary.tables(L, x.dtype());
+  RopeTables rope = m.rotary.tables(L, x.dtype(), Tensor(), x.device());
   std::vector<Tensor> out(1);
   AttentionOptions causal;
   causal.causal = true;
@@ -75,7 +75,7 @@ std::vector<Tensor> KVCacheDecoder::run_decode(const std::vector<Tensor>& args) 
   const TransformerModel& m = model_.model;
   const int64_t B = tokens.dim(0), L = max_length_, dim = model_.config().dim;
   Tensor x = m.embed_tokens.forward(tokens);
-  RopeTables rope = m.rotary.tables(1, x.dtype(), pos.reshape({B, 1}));
+  RopeTables rope = m.rotary.tables(1, x.dtype(), pos.reshape({B, 1}), x.device());
   Tensor key_pos = arange(0, double(L), 1, DType::i64, device_);
   Tensor write = eq(key_pos.reshape({1, 1, L, 1}), pos.reshape({B, 1, 1, 1}));
   Tensor allowed = le(key_pos.reshape({1, L}), pos.reshape({B, 1})).reshape({B, 1, L});

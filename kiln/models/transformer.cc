@@ -92,7 +92,7 @@ Tensor TransformerModel::forward(const Tensor& ids, const ForwardOptions& option
                "model: doc_ids and positions must be [", B, ", ", S, "] like ids, got ",
                t->shape());
   Tensor x = embed_tokens.forward(ids);
-  RopeTables rope = rotary.tables(S, x.dtype(), options.positions);
+  RopeTables rope = rotary.tables(S, x.dtype(), options.positions, x.device());
   if (options.scan_layers)
     return norm.forward(scan_layers(
         x, rope, options.doc_ids,

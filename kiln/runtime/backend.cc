@@ -69,7 +69,8 @@ Backend& backend(Device d) {
   if (d.index < 0 || d.index >= n)
     fail("device '", to_string(d), "' does not exist: ",
          n == 0 ? cat("this machine has none (", b->no_device_reason(), ")")
-                : cat(n, " found, numbered from 0"),
+                : cat(n, " found, numbered from 0",
+                      d.kind == DeviceKind::cpu ? " (KILN_CPU_DEVICES=N makes N host devices)" : ""),
          "; `kiln info` lists the devices");
   return *b;
 }

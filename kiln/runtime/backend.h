@@ -22,7 +22,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual DeviceKind kind() const = 0;
-  virtual int device_count() const = 0;  // never throws; 0 where none is usable
+  // 0 where none is usable; throws only for a bad setting (KILN_CPU_DEVICES).
+  virtual int device_count() const = 0;
   // Why device_count() is 0, for error messages ("" when devices exist).
   virtual std::string no_device_reason() const { return ""; }
   virtual std::string describe(int index) const = 0;  // one line for `kiln info`

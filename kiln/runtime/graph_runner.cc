@@ -87,6 +87,8 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
     for (ir::ValueId v : nodes[i].inputs) last_use[size_t(v)] = int32_t(i);
   for (ir::ValueId v : g.outputs()) last_use[size_t(v)] = INT32_MAX;
 
+  // Nodes without inputs (constants, arange) make their values where the inputs are.
+  const Device device = inputs.empty() ? kCPU : inputs[0].device();
   std::vector<Tensor> env(g.values().size());
   for (size_t i = 0; i < inputs.size(); ++i) env[size_t(g.inputs()[i])] = inputs[i];
   auto release_inputs_of = [&](size_t first, size_t last) {
@@ -107,7 +109,7 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
       OpPositionGuard where(cat("node ", i, " of ", label, ": ", ir::node_to_text(g, n)));
       std::optional<RegionGuard> region;  // an enclosing trace keeps the node's region
       if (n.region >= 0) region.emplace(g.region_name(n.region));
-      std::vector<Tensor> out = apply(*n.op, args, n.attrs);
+      std::vector<Tensor> out = apply(*n.op, args, n.attrs, device);
       for (size_t k = 0; k < out.size(); ++k) env[size_t(n.outputs[k])] = std::move(out[k]);
       release_inputs_of(i, i + 1);
       ++i;
@@ -117,12 +119,11 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
     RegionSegment seg = extract_segment(g, i, end);
     args.clear();
     for (ir::ValueId v : seg.inputs) args.push_back(env[size_t(v)]);
-    Device device = args.empty() ? kCPU : args[0].device();
     std::vector<Tensor> out;
     {
       OpPositionGuard where(cat("nodes ", i, "-", end - 1, " of ", label, " (region ",
                                 g.region_name(n.region), ")"));
-      out = get_executable(seg.graph, device, *regions)->run(args);
+      out = get_executable(seg.graph, args.empty() ? device : args[0].device(), *regions)->run(args);
     }
     for (size_t k = 0; k < out.size(); ++k) env[size_t(seg.outputs[k])] = std::move(out[k]);
     release_inputs_of(i, end);

@@ -1,8 +1,17 @@
 // The CPU backend: 64-byte aligned host memory behind the caching
 // allocator, one in-order queue thread, memcpy for host transfers.
+//
+// KILN_CPU_DEVICES=N makes N host devices, cpu:0 to cpu:N-1, each with its
+// own allocators and queue (as XLA's forced host device count does): a run
+// on cpu:1 shows, without a GPU, that everything it computes was placed on
+// the device it asked for, since an op whose inputs are on two devices is
+// an error.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "kiln/backend/cpu/cpu_features.h"
 #include "kiln/backend/cpu/isa.h"
@@ -27,13 +36,39 @@ class HostMemory final : public RawMemory {
   }
 };
 
+constexpr int kMaxHostDevices = 64;
+
+// KILN_CPU_DEVICES, read once; a bad value is an error at the first use of
+// a CPU device.
+int host_device_count() {
+  static const int n = [] {
+    const char* env = std::getenv("KILN_CPU_DEVICES");
+    if (!env) return 1;
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    return *env && *end == '\0' && v >= 1 && v <= kMaxHostDevices ? int(v) : -1;
+  }();
+  KILN_CHECK(n > 0, "KILN_CPU_DEVICES='", std::getenv("KILN_CPU_DEVICES"),
+             "' must be a whole number from 1 to ", kMaxHostDevices);
+  return n;
+}
+
+struct HostDevice {
+  HostDevice(HostMemory& memory, int index)
+      : allocator(memory), offload_allocator(memory), queue(to_string(Device{DeviceKind::cpu, index})) {}
+  CachingAllocator allocator;
+  CachingAllocator offload_allocator;
+  DeviceQueue queue;
+};
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : allocator_(memory_), offload_allocator_(memory_) {}
+  CpuBackend() : first_(memory_, 0) {}
   DeviceKind kind() const override { return DeviceKind::cpu; }
-  int device_count() const override { return 1; }
-  std::string describe(int) const override {
-    return cat("cpu: ", cpu_model(), ", ", num_threads(), " kernel threads, kernels for ",
+  // Throws only for a bad KILN_CPU_DEVICES.
+  int device_count() const override { return host_device_count(); }
+  std::string describe(int index) const override {
+    return cat(to_string(Device{DeviceKind::cpu, index}), ": ", cpu_model(), ", ", num_threads(), " kernel threads, kernels for ",
                kernel_isa());
   }
   std::string model(int) const override { return cpu_model(); }
@@ -43,10 +78,10 @@ class CpuBackend final : public Backend {
                                                                   : onednn_isa();
   }
   std::string describe_matmul(DType dtype) const override { return matmul_path_text(dtype); }
-  CachingAllocator& allocator(int) override { return allocator_; }
-  // The same memory, counted apart: what offload moves out of allocator_.
-  CachingAllocator* offload_allocator(int) override { return &offload_allocator_; }
-  DeviceQueue& queue(int) override { return queue_; }
+  CachingAllocator& allocator(int index) override { return device(index).allocator; }
+  // The same memory, counted apart: what offload moves out of the allocator.
+  CachingAllocator* offload_allocator(int index) override { return &device(index).offload_allocator; }
+  DeviceQueue& queue(int index) override { return device(index).queue; }
   void copy_to_host(void* host, const void* device, size_t bytes, int) override {
     std::memcpy(host, device, bytes);
   }
@@ -90,10 +125,24 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // cpu:0 without a lock (every CPU op asks for it); the others made on first use.
+  HostDevice& device(int index) {
+    if (index == 0) return first_;
+    std::lock_guard lock(mu_);
+    KILN_CHECK(index > 0 && index < host_device_count(), "device 'cpu:", index,
+               "' does not exist (KILN_CPU_DEVICES makes more)");
+    if (others_.empty()) others_.resize(size_t(host_device_count()));
+    std::unique_ptr<HostDevice>& d = others_[size_t(index)];
+    if (!d) d = std::make_unique<HostDevice>(memory_, index);
+    return *d;
+  }
+
   HostMemory memory_;
-  CachingAllocator allocator_;
-  CachingAllocator offload_allocator_;
-  DeviceQueue queue_{"cpu"};
+  HostDevice first_;
+  std::mutex mu_;
+  // Never destroyed, as the backend registry is not: queue threads may be
+  // running while the process exits.
+  std::vector<std::unique_ptr<HostDevice>> others_;
 };
 
 const bool registered = [] {
