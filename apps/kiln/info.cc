@@ -1,15 +1,44 @@
 // `kiln info`: version, devices, CPU features, oneDNN version.
 #include <dnnl.hpp>
 
+#include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "apps/kiln/commands.h"
 #include "kiln/backend/cpu/cpu_features.h"
 #include "kiln/backend/cpu/matmul_path.h"
+#include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/train/peak.h"
+#include "kiln/train/peak_measure.h"
 
 namespace kiln::cli {
+
+namespace {
+
+// What MFU divides by on a GPU (its data sheet's peaks), and what kiln's
+// matmul reaches on it.
+void print_gpu_peaks(Device d) {
+  std::cout << "    mfu peak:";
+  for (DType t : {DType::bf16, DType::f32}) {
+    std::optional<DevicePeak> p = table_peak(d, t);
+    std::cout << " " << (p ? p->source : cat("none known for ", dtype_name(t))) << ";";
+  }
+  std::cout << "\n    measured: kiln's matmul (" << backend(d).gemm_isa(d.index) << "), 8192^3:";
+  try {
+    for (DType t : {DType::bf16, DType::f32})
+      std::cout << " " << std::fixed << std::setprecision(1) << train::measured_gemm_tflops(d, t)
+                << " TFLOP/s " << dtype_name(t);
+  } catch (const Error& e) {
+    std::cout << " failed: " << e.what();
+  }
+  std::cout << "\n";
+  std::cout.unsetf(std::ios::floatfield);
+}
+
+}  // namespace
 
 void add_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Print the version, devices and CPU features");
@@ -26,7 +55,10 @@ void add_info(CLI::App& app) {
     for (DeviceKind k : {DeviceKind::cpu, DeviceKind::cuda}) {
       Backend* b = find_backend(k);
       if (!b) continue;
-      for (int i = 0; i < b->device_count(); ++i) std::cout << "  " << b->describe(i) << "\n";
+      for (int i = 0; i < b->device_count(); ++i) {
+        std::cout << "  " << b->describe(i) << "\n";
+        if (k != DeviceKind::cpu) print_gpu_peaks(Device{k, i});
+      }
     }
     if (Backend* cuda = find_backend(DeviceKind::cuda); !cuda)
       std::cout << "  cuda: this kiln was built without the CUDA backend\n";

@@ -82,6 +82,11 @@ const DataLoader::Epoch& DataLoader::epoch_stream(int64_t e) const {
   return *cached_;
 }
 
+Batch Batch::to(Device device) const {
+  auto moved = [device](const Tensor& t) { return t.defined() ? t.to(device) : t; };
+  return {moved(ids), moved(targets), moved(doc_ids), moved(positions)};
+}
+
 void DataLoader::fill(int64_t first, int64_t count, Batch& out) const {
   const int64_t S = options_.packing.seq_len;
   std::vector<int64_t> ids(size_t(count * S)), targets(ids.size()), docs(ids.size()), pos(ids.size());

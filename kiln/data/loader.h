@@ -31,6 +31,7 @@ namespace kiln::data {
 // A local batch: each [local_batch_size, seq_len], i64.
 struct Batch {
   Tensor ids, targets, doc_ids, positions;
+  Batch to(Device device) const;  // the defined ones copied to `device`
 };
 
 struct LoaderOptions {

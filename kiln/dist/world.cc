@@ -18,6 +18,11 @@ int local_ranks() {
   return n && std::atoi(n) > 0 ? std::atoi(n) : 1;
 }
 
+int local_rank() {
+  const char* r = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  return r && std::atoi(r) > 0 ? std::atoi(r) : 0;
+}
+
 namespace {
 
 std::mutex world_mu;

@@ -24,5 +24,7 @@ void end_job_on_exit();
 // The ranks of this run on this host, which share its cores (mpirun sets
 // OMPI_COMM_WORLD_LOCAL_SIZE); 1 without mpirun.
 int local_ranks();
+// This rank's place among them (OMPI_COMM_WORLD_LOCAL_RANK); 0 without mpirun.
+int local_rank();
 
 }  // namespace kiln::dist

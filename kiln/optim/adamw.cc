@@ -15,7 +15,7 @@ void check_options(const AdamWOptions& o) {
   KILN_CHECK(o.weight_decay >= 0, "optimizer.weight_decay must be >= 0, not ", o.weight_decay);
 }
 
-Tensor f32_scalar(double v) { return scalar(v, DType::f32); }
+Tensor f32_scalar(double v, Device device) { return scalar(v, DType::f32, device); }
 
 // The moments' dtype: f32, or f64 for f64 parameters (gradient checks).
 DType state_dtype(DType param) { return param == DType::f64 ? DType::f64 : DType::f32; }
@@ -59,17 +59,17 @@ AdamWState AdamW::init(const std::vector<Tensor>& params) const {
   return s;
 }
 
-AdamWScalars AdamW::scalars(int64_t step, double lr) const {
+AdamWScalars AdamW::scalars(int64_t step, double lr, Device device) const {
   KILN_CHECK(step >= 1, "AdamW: update numbers start at 1, not ", step);
   // As torch.optim.AdamW: the bias corrections in double on the host.
   double bc1 = 1 - std::pow(options_.beta1, double(step));
   double bc2 = 1 - std::pow(options_.beta2, double(step));
   AdamWScalars s;
-  s.bias_correction2_sqrt = f32_scalar(std::sqrt(bc2));
+  s.bias_correction2_sqrt = f32_scalar(std::sqrt(bc2), device);
   for (const auto& g : groups_.groups) {
     double group_lr = lr * g.lr_scale;
-    s.step_size.push_back(f32_scalar(group_lr / bc1));
-    s.decay.push_back(f32_scalar(1 - group_lr * g.weight_decay));
+    s.step_size.push_back(f32_scalar(group_lr / bc1, device));
+    s.decay.push_back(f32_scalar(1 - group_lr * g.weight_decay, device));
   }
   return s;
 }
@@ -114,7 +114,8 @@ AdamWUpdate AdamW::update(const std::vector<Tensor>& params, const std::vector<T
 
 AdamWUpdate AdamW::update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                           const AdamWState& state, double lr) const {
-  return update(params, grads, state, scalars(state.step + 1, lr));
+  return update(params, grads, state,
+                scalars(state.step + 1, lr, params.empty() ? kCPU : params[0].device()));
 }
 
 NamedTensors adamw_state_tensors(const AdamWState& state, const std::vector<std::string>& names,
@@ -145,7 +146,8 @@ AdamWState adamw_state_from_tensors(const std::map<std::string, Tensor>& tensors
     KILN_CHECK(it->second.shape() == p.shape(), "optimizer state '", key, "' has shape ",
                it->second.shape(), " but the parameter has ", p.shape());
     DType sd = state_dtype(p.dtype());
-    return it->second.dtype() == sd ? it->second : it->second.to(sd);
+    const Tensor& t = it->second;
+    return (t.dtype() == sd ? t : t.to(sd)).to(p.device());  // the parameter's device
   };
   for (size_t i = 0; i < names.size(); ++i) {
     s.m.push_back(get(prefix + "m." + names[i], params[i]));

@@ -81,7 +81,8 @@ class AdamW {
   // Zero moments for `params`.
   AdamWState init(const std::vector<Tensor>& params) const;
   // Scalars for update number `step` (1-based: the state's step + 1) at `lr`.
-  AdamWScalars scalars(int64_t step, double lr) const;
+  // On `device`, the parameters' (a step's inputs share one device).
+  AdamWScalars scalars(int64_t step, double lr, Device device = kCPU) const;
   // One update with precomputed scalars (traceable: tensors in, tensors out;
   // the state's step is carried through + 1). Parameters keep their dtype:
   // the update is computed in f32 and rounded back.

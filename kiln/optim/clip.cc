@@ -49,7 +49,7 @@ ClipResult clip_to_norm(const std::vector<Tensor>& grads, const Tensor& norm, do
     out.grads = grads;
     return out;
   }
-  Tensor coef = minimum(max_norm / (out.norm + 1e-6), scalar(1.0, out.norm.dtype()));
+  Tensor coef = minimum(max_norm / (out.norm + 1e-6), scalar(1.0, out.norm.dtype(), out.norm.device()));
   for (const auto& g : grads) out.grads.push_back(g * (coef.dtype() == g.dtype() ? coef : coef.to(g.dtype())));
   return out;
 }

@@ -12,6 +12,7 @@
 #include "kiln/data/text_source.h"
 #include "kiln/models/lora.h"
 #include "kiln/optim/schedule.h"
+#include "kiln/runtime/device.h"
 #include "kiln/train/initial_model.h"
 #include "kiln/train/recipes.h"
 #include "kiln/train/toml_shape.h"
@@ -74,6 +75,9 @@ std::vector<Field> fields(TrainConfig& c) {
       {"training", "seq_len", &c.training.seq_len},
       {"training", "max_norm", &c.training.max_norm},
       {"training", "mixed_precision_param", &c.training.mixed_precision_param, dtypes},
+      {"training", "device", &c.training.device, {},
+       "where the run computes: cpu, cuda or cuda:N; under mpirun, cuda is each rank's own GPU\n"
+       "(its local rank's)"},
 
       {"optimizer", "name", &c.optimizer.name, {"AdamW"}},
       {"optimizer", "lr", &c.optimizer.lr},
@@ -603,6 +607,11 @@ void finalize(TrainConfig& c) {
   KILN_CONFIG_CHECK(p.expert_capacity_factor > 0 && std::isfinite(p.expert_capacity_factor),
                     "parallelism.expert_capacity_factor", "must be a positive number, got ",
                     p.expert_capacity_factor);
+  try {
+    parse_device(c.training.device);
+  } catch (const Error& e) {
+    fail("config: training.device: ", e.what());
+  }
   KILN_CONFIG_CHECK(c.comm.timeout_seconds > 0, "comm.timeout_seconds", "must be positive, got ",
                     c.comm.timeout_seconds);
   // The model's own consistency rules (heads, experts, ...) name its fields.

@@ -61,6 +61,9 @@ struct TrainingSection {
   // Compute dtype of the parameters; with bfloat16 the optimizer keeps f32
   // master weights and state and the model runs on a bf16 copy.
   std::string mixed_precision_param = "float32";  // float32 | bfloat16
+  // Where the run computes: cpu, cuda or cuda:N (run_device.h; under mpirun
+  // a bare kind is each rank's own device).
+  std::string device = "cpu";
 };
 
 struct OptimizerSection {

@@ -49,7 +49,8 @@ DryRun dry_run(const TrainConfig& c, int world_size) {
   out.world_size_implied = world_size == 0;
   out.world_size = world_size == 0 ? implied_world_size(c) : world_size;
   auto mesh = std::make_shared<dist::DeviceMesh>(mesh_degrees(c), out.world_size, 0);
-  RunSetup s(c, mesh);
+  // Placeholders have no memory, so the plan is the same on every device.
+  RunSetup s(c, mesh, kCPU);
   PlaceholderScope placeholders;
   s.build(/*load_initial_weights=*/false);
 

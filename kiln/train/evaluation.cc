@@ -38,6 +38,7 @@ double validation_loss(const CausalLM& model, data::DataLoader& loader, const Va
     {
       profile::Span span("data", "next validation batch");
       b = whole ? data::epoch_batch(loader, i * global + p.dp_rank * local, local) : loader.next();
+      b = b.to(p.device);
     }
     ForwardOptions fo;
     if (p.document_mask) fo.doc_ids = b.doc_ids, fo.positions = b.positions;

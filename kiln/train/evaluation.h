@@ -21,6 +21,7 @@ struct ValidationPass {
   int64_t local_batch_size = 1;
   int64_t dp_rank = 0, dp_degree = 1;
   bool document_mask = false;
+  Device device = kCPU;  // the model's
   // Sums a tensor over the dp ranks (the identity on one).
   std::function<Tensor(const Tensor&)> sum_over_dp = [](const Tensor& t) { return t; };
 };

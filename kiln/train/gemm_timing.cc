@@ -29,7 +29,7 @@ Batch run(const Tensor& a, const Tensor& b, const GemmSpec& s, int calls) {
   auto start = std::chrono::steady_clock::now();
   double cpu0 = process_cpu_seconds();
   for (int i = 0; i < calls; ++i) matmul(a, b, s.ta, s.tb);
-  synchronize();
+  synchronize(s.device);
   return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
           process_cpu_seconds() - cpu0};
 }
@@ -57,8 +57,8 @@ GemmTiming time_gemm(const GemmSpec& s) {
   // Each call a kernel of its own (a deferring mode would drop the unused products).
   EagerModeGuard strict(EagerMode::strict);
   // Small values keep every product finite; GEMM speed does not depend on them.
-  Tensor a = full(s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 0.01, s.dtype);
-  Tensor b = full(s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 0.01, s.dtype);
+  Tensor a = full(s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 0.01, s.dtype, s.device);
+  Tensor b = full(s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 0.01, s.dtype, s.device);
 
   run(a, b, s, 1);  // creates and caches the primitive
   double warm = run(a, b, s, 2).wall / 2;

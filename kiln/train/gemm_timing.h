@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kiln/base/dtype.h"
+#include "kiln/runtime/device.h"
 
 namespace kiln::train {
 
@@ -18,6 +19,7 @@ struct GemmSpec {
   int iters = 0;  // calls per timed batch; 0: enough for about batch_seconds
   int batches = 5;  // timed batches; the best one counts
   double batch_seconds = 0.2;
+  Device device = kCPU;
 };
 
 struct GemmTiming {

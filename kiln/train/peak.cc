@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -121,23 +122,51 @@ PeakLookup cached_or_measured_peak(const std::filesystem::path& path, const Peak
   return r;
 }
 
-std::optional<DevicePeak> table_peak(Device device, DType compute) {
-  if (device.kind == DeviceKind::cpu || compute != DType::bf16) return std::nullopt;
-  // Dense bf16 tensor-core peaks from the vendors' data sheets (SXM parts).
+std::optional<DevicePeak> data_sheet_peak(const std::string& gpu_name, DType compute) {
+  if (compute != DType::bf16 && compute != DType::f32) return std::nullopt;
+  // Dense TFLOP/s (half the "with sparsity" figures); 0: not on the data
+  // sheet. A variant's line comes before its model's.
   struct Entry {
-    const char* name;
-    double tflops;
+    const char *model, *variant, *part;
+    double bf16, f32;
   };
-  static const Entry table[] = {{"B200", 2250}, {"H200", 989}, {"H100", 989}, {"A100", 312},
-                                {"L40S", 362},  {"L4", 121},   {"A10", 125}};
+  static const Entry table[] = {
+      {"B200", "", "B200", 2250, 0},
+      {"H200", "NVL", "H200 NVL", 835, 60},
+      {"H200", "", "H200 SXM", 989, 67},
+      {"GH200", "", "GH200", 989, 67},
+      {"H100", "PCIe", "H100 PCIe", 756, 51},
+      {"H100", "NVL", "H100 NVL", 835, 60},
+      {"H100", "", "H100 SXM", 989, 67},
+      {"A100", "", "A100", 312, 19.5},
+      {"L40S", "", "L40S", 362, 91.6},
+      {"L40", "", "L40", 181, 90.5},
+      {"L4", "", "L4", 121, 30.3},
+      {"A10", "", "A10", 125, 31.2},
+  };
+  std::vector<std::string> words;
+  for (size_t i = 0; i < gpu_name.size();) {
+    size_t j = gpu_name.find_first_of(" -_", i);
+    if (j == std::string::npos) j = gpu_name.size();
+    if (j > i) words.push_back(gpu_name.substr(i, j - i));
+    i = j + 1;
+  }
+  auto has = [&](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
+  for (const Entry& e : table) {
+    if (!has(e.model) || (*e.variant && !has(e.variant))) continue;
+    const double tflops = compute == DType::bf16 ? e.bf16 : e.f32;
+    if (tflops <= 0) return std::nullopt;
+    return DevicePeak{tflops * 1e12, cat(tflops, " TFLOP/s ", e.part, " dense ",
+                                         dtype_name(compute), " peak (data sheet)")};
+  }
+  return std::nullopt;
+}
+
+std::optional<DevicePeak> table_peak(Device device, DType compute) {
+  if (device.kind == DeviceKind::cpu) return std::nullopt;
   Backend* b = find_backend(device.kind);
   if (!b) return std::nullopt;
-  std::string name = b->describe(device.index);
-  for (const Entry& e : table)
-    if (name.find(e.name) != std::string::npos)
-      return DevicePeak{e.tflops * 1e12, cat(e.tflops, " TFLOP/s ", e.name,
-                                             " dense bf16 peak (data sheet)")};
-  return std::nullopt;
+  return data_sheet_peak(b->model(device.index), compute);
 }
 
 }  // namespace kiln

@@ -56,8 +56,12 @@ struct DevicePeak {
   std::string source;  // what it is and where it came from, for the run's header
 };
 
-// A GPU's dense bf16 peak from the vendors' data sheets, matched on the name
-// its backend gives. Nothing for a CPU, another dtype, or an unknown part.
+// A GPU's dense peak for `compute` (bf16 on the tensor cores, f32 on the
+// CUDA cores: kiln's f32 GEMMs use no TF32) from the vendors' data sheets,
+// matched on the words of the name its driver gives ("NVIDIA H100 PCIe").
+// Nothing for another dtype or an unknown part.
+std::optional<DevicePeak> data_sheet_peak(const std::string& gpu_name, DType compute);
+// data_sheet_peak of `device`'s name; nothing for a CPU.
 std::optional<DevicePeak> table_peak(Device device, DType compute);
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/threads.h"
 
 namespace kiln::train {
 namespace {
@@ -111,6 +112,17 @@ std::optional<DevicePeak> run_peak(Device device, DType compute, int threads) {
   double gflops = peak_gflops(r.peak, compute);
   if (gflops <= 0) return std::nullopt;
   return DevicePeak{gflops * 1e9, describe_source(r, compute, path.string())};
+}
+
+double measured_gemm_tflops(Device device, DType dtype) {
+  GemmSpec s;
+  s.m = s.n = s.k = 8192;
+  s.dtype = dtype;
+  s.device = device;
+  s.threads = num_threads();
+  s.batches = 3;
+  s.batch_seconds = 0.05;
+  return time_gemm(s).gflops / 1e3;
 }
 
 }  // namespace kiln::train

@@ -38,4 +38,9 @@ Peak measure_peak(const PeakBudget& budget, int threads, DType first, std::ostre
 // taken now and cached. Its source says which.
 std::optional<DevicePeak> run_peak(Device device, DType compute, int threads);
 
+// A GPU's measured GEMM rate in `dtype`, TFLOP/s: kiln's matmul (cuBLASLt)
+// on the 8192^3 product, briefly timed; `kiln info` prints it beside the
+// data sheet's peak, which MFU divides by.
+double measured_gemm_tflops(Device device, DType dtype);
+
 }  // namespace kiln::train

@@ -6,9 +6,10 @@
 
 namespace kiln::train {
 
-RunSetup::RunSetup(const TrainConfig& c, std::shared_ptr<dist::DeviceMesh> m)
+RunSetup::RunSetup(const TrainConfig& c, std::shared_ptr<dist::DeviceMesh> m, Device d)
     : config(c),
       mesh(std::move(m)),
+      device(d),
       mc(resolve_model_config(c)),
       policy(optim::MixedPrecisionPolicy::from_name(c.training.mixed_precision_param)),
       accum(grad_accum_steps(c, mesh->size("dp"))) {
@@ -37,7 +38,7 @@ void RunSetup::build(bool load_initial_weights) {
   for (auto& [name, p] : f32_model->named_parameters()) {
     all_names.push_back(name);
     all_shapes.push_back(p->shape());
-    all.push_back(*p);
+    all.push_back(p->to(device));
   }
   // Every rank built the full model from the seed: keep its tp slices and experts.
   tp = TensorParallelPlan(*mesh, mc, all_names);
@@ -47,6 +48,7 @@ void RunSetup::build(bool load_initial_weights) {
   // masters in every step, so a bf16 copy starts as zeros.
   if (policy.param_dtype == DType::f32) {
     model = std::move(f32_model);
+    model->set_parameters(all);
   } else {
     model = std::make_unique<CausalLM>(mc, policy.param_dtype);
     if (lora.rank > 0) add_lora(*model, lora, lora_rng);

@@ -27,7 +27,10 @@ class RunSetup {
   // What the config and the mesh decide before anything is built (the
   // model config, the precision policy, the microbatches per step); a
   // global batch that does not split over the mesh's dp ranks is an error.
-  RunSetup(const TrainConfig& config, std::shared_ptr<dist::DeviceMesh> mesh);
+  // The model is drawn (or loaded) on the host, so every device starts from
+  // the same bits, and its parameters, masters and optimizer state are then
+  // placed on `device`.
+  RunSetup(const TrainConfig& config, std::shared_ptr<dist::DeviceMesh> mesh, Device device);
   RunSetup(const RunSetup&) = delete;
   RunSetup& operator=(const RunSetup&) = delete;
 
@@ -38,6 +41,7 @@ class RunSetup {
 
   const TrainConfig& config;
   const std::shared_ptr<dist::DeviceMesh> mesh;
+  const Device device;
   const ModelConfig mc;
   const optim::MixedPrecisionPolicy policy;
   const int64_t accum;  // microbatches per optimizer step

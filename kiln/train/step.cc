@@ -147,7 +147,7 @@ std::vector<Tensor> TrainStep::per_param_args(const std::vector<Tensor>& masters
              " parameters, but the optimizer has ", adamw_.groups().group.size());
   KILN_CHECK(int64_t(batches.size()) == options_.microbatches, "training step: ", batches.size(),
              " microbatches, expected ", options_.microbatches);
-  optim::AdamWScalars scalars = adamw_.scalars(state.step + 1, lr);
+  optim::AdamWScalars scalars = adamw_.scalars(state.step + 1, lr, masters[0].device());
   std::vector<Tensor> args;
   for (const auto* list : {&masters, &state.m, &state.v})
     args.insert(args.end(), list->begin(), list->end());

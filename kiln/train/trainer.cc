@@ -41,6 +41,7 @@
 #include "kiln/train/peft_adapter.h"
 #include "kiln/train/peak_measure.h"
 #include "kiln/train/profiler.h"
+#include "kiln/train/run_device.h"
 #include "kiln/train/run_inputs.h"
 #include "kiln/train/run_setup.h"
 #include "kiln/train/saved_run.h"
@@ -133,6 +134,18 @@ class MeshScope {
   std::shared_ptr<dist::DeviceMesh> previous_, mesh_;
 };
 
+// This rank's device (run_device.h). Collectives run on the host (MPI), so
+// a run of several ranks computes there until they run over NCCL.
+Device training_device(const TrainConfig& c, const MeshScope& mesh) {
+  const Device d = run_device(c.training.device, dist::local_rank(), dist::local_ranks());
+  KILN_CHECK(d.kind == DeviceKind::cpu || mesh.world().size() == 1, "training.device = ",
+             c.training.device, " with ", mesh.world().size(),
+             " ranks: collectives on GPUs (NCCL) are not implemented yet, so a run of several "
+             "ranks computes on the CPU; train on one GPU with one rank, or use "
+             "--training.device cpu");
+  return d;
+}
+
 constexpr int kStopByCallback = -1;  // agree_on_stop's answer for a callback's stop
 
 class Run {
@@ -140,7 +153,7 @@ class Run {
   // `out` is rank 0's; the other ranks print nothing.
   Run(const TrainConfig& c, const MeshScope& mesh, std::ostream& out, const StepCallback& on_step)
       : c_(c), mesh_(mesh), out_(mesh.lead() ? out : null_out_), on_step_(on_step),
-        s_(c, mesh.mesh()) {}
+        device_(training_device(c, mesh)), s_(c, mesh.mesh(), device_) {}
   TrainResult go();
 
  private:
@@ -161,6 +174,7 @@ class Run {
   std::ostream null_out_{nullptr};  // discards (badbit, no buffer)
   std::ostream& out_;
   const StepCallback& on_step_;
+  const Device device_;  // where this rank computes
   DataSource src_;
   RunTokenizer tok_;
   std::unique_ptr<data::DataLoader> loader_, val_loader_;
@@ -294,9 +308,8 @@ bool Run::resume() {
     KILN_CHECK(it->second.shape() == s_.shapes[i], "checkpoint ", ck.path, ": parameter '",
                s_.names[i], "' is ", it->second.shape(), " but the model's is ", s_.shapes[i],
                ": it was written for another model; use another --job.dump_folder");
-    full.push_back(it->second.dtype() == s_.masters[i].dtype()
-                       ? it->second
-                       : it->second.to(s_.masters[i].dtype()));
+    const Tensor& t = it->second;
+    full.push_back((t.dtype() == s_.masters[i].dtype() ? t : t.to(s_.masters[i].dtype())).to(device_));
   }
   s_.state = optim::adamw_state_from_tensors(
       ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), s_.names, full, kOptimizerPrefix);
@@ -317,7 +330,7 @@ StepResult Run::train_step(double lr) {
   std::vector<data::Batch> batches;
   {
     profile::Span span("data", "next batch");
-    for (int64_t a = 0; a < s_.accum; ++a) batches.push_back(loader_->next());
+    for (int64_t a = 0; a < s_.accum; ++a) batches.push_back(loader_->next().to(device_));
   }
   if (!memory_reported_ && mesh_.lead()) {
     MemoryEstimate e = s_.step->expected_memory(s_.masters, s_.state, batches);
@@ -342,7 +355,7 @@ StepResult Run::train_step(double lr) {
     int64_t n = 0;
     for (const data::Batch& b : batches)
       for (int64_t t : b.targets.to_vector<int64_t>()) n += t != -100;
-    targets = s_.dist->sum_over_dp(scalar(double(n), DType::i64)).item<int64_t>();
+    targets = s_.dist->sum_over_dp(scalar(double(n), DType::i64, device_)).item<int64_t>();
   }
   SpmdSafeGuard spmd(spmd_safe_step());
   StepResult r = s_.step->run(s_.masters, s_.state, batches, lr);
@@ -358,6 +371,7 @@ double Run::validate() {
   pass.dp_rank = mesh_.mesh()->coordinate("dp");
   pass.dp_degree = s_.dist->dp_degree();
   pass.document_mask = c_.data.document_mask;
+  pass.device = device_;
   pass.sum_over_dp = [this](const Tensor& t) { return s_.dist->sum_over_dp(t); };
   return validation_loss(*s_.model, *val_loader_, pass);
 }
@@ -405,11 +419,11 @@ void Run::export_hf_model() {
   const DType dtype = export_dtype(c_);
   std::vector<Tensor> full = s_.dist->to_full(s_.masters);
   if (!mesh_.lead()) {
-    synchronize();  // run this rank's part of the gathers before it exits
+    synchronize(device_);  // run this rank's part of the gathers before it exits
     return;
   }
   nn::StateDict sd;
-  for (size_t i = 0; i < s_.names.size(); ++i) sd[s_.names[i]] = full[i];
+  for (size_t i = 0; i < s_.names.size(); ++i) sd[s_.names[i]] = full[i].to(kCPU);
   std::string dir = (fs::path(c_.job.dump_folder) / "hf").string();
   const std::string& initial = c_.checkpoint.initial_load_path;
   if (s_.frozen) {  // LoRA: the adapters, as peft saves them
@@ -452,14 +466,15 @@ TrainResult Run::go() {
   // Only rank 0 reports MFU, so only it finds (or measures) the peak; the
   // other ranks wait for it rather than compete for the host's cores.
   std::optional<DevicePeak> peak;
-  if (mesh_.lead()) peak = run_peak(kCPU, s_.policy.param_dtype, num_threads());
+  if (mesh_.lead()) peak = run_peak(device_, s_.policy.param_dtype, num_threads());
   mesh_.world().barrier().wait();
   out_ << "model: " << s_.mc.name << " (" << s_.mc.family << "), " << param_count(s_.mc)
        << " parameters, " << s_.model->named_parameters().size() << " tensors; "
        << dtype_name(s_.policy.param_dtype)
        << " compute, f32 master weights\n"
        << (s_.frozen ? lora_text(c_, s_) : std::string())
-       << backend(kCPU).describe_matmul(s_.policy.param_dtype) << "\n"
+       << "device: " << backend(device_).describe(device_.index) << "\n"
+       << backend(device_).describe_matmul(s_.policy.param_dtype) << "\n"
        << "training: " << steps << " steps of " << tokens_per_step * dp << " tokens ("
        << c_.training.local_batch_size << (dp > 1 ? cat(" x ", dp, " dp ranks") : "") << " x "
        << s_.accum << " microbatches x " << c_.training.seq_len << "), " << num_threads()
@@ -502,10 +517,10 @@ TrainResult Run::go() {
   if (mesh_.lead()) metrics.emplace(mo, start_step_, out_);
   StopSignals signals;
 
-  reset_peak_memory(kCPU);
+  reset_peak_memory(device_);
   double window_seconds = 0;
   int64_t window_tokens = 0;
-  StepProfiler profiler(c_, mesh_.world().rank(), mesh_.world().size(), kCPU);
+  StepProfiler profiler(c_, mesh_.world().rank(), mesh_.world().size(), device_);
   for (int64_t step = start_step_ + 1; step <= steps; ++step) {
     profiler.begin_step(step);
     std::optional<profile::Span> step_span;
@@ -537,11 +552,11 @@ TrainResult Run::go() {
       m.tps = double(window_tokens) / window_seconds;
       m.tflops = flops_per_tok * m.tps / 1e12;
       if (peak) m.mfu = flops_per_tok * m.tps / peak->flops;
-      m.mem_peak_bytes = memory_stats(kCPU).peak_allocated;
-      reset_peak_memory(kCPU);
+      m.mem_peak_bytes = memory_stats(device_).peak_allocated;
+      reset_peak_memory(device_);
       if (c_.activation_checkpoint.mode == "offload") {
-        m.mem_offload_peak_bytes = memory_stats(kCPU, Pool::offload).peak_allocated;
-        reset_peak_memory(kCPU, Pool::offload);
+        m.mem_offload_peak_bytes = memory_stats(device_, Pool::offload).peak_allocated;
+        reset_peak_memory(device_, Pool::offload);
       }
       window_seconds = 0, window_tokens = 0;
       metrics->log(m);

@@ -21,6 +21,7 @@
 #include "kiln/models/model_fields.h"
 #include "kiln/train/config.h"
 #include "tests/support/cli.h"
+#include "tests/support/ladder.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
 
@@ -28,10 +29,6 @@ namespace kiln::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Curve {
-  std::vector<double> loss, grad_norm;
-};
 
 class Ladder : public ::testing::TestWithParam<std::string> {
  protected:
@@ -42,28 +39,9 @@ class Ladder : public ::testing::TestWithParam<std::string> {
   }
   static void TearDownTestSuite() { temp_.reset(); }
 
-  // 20 steps of `recipe` with `flags`, whose header must name the rung
-  // `execution` (so no rung silently runs another); the losses and
-  // gradient norms.
   static Curve train(const std::string& recipe, const std::string& name, const std::string& flags,
                      const std::string& execution) {
-    fs::path dump = root_ / (recipe + "_" + name);
-    CliRun r = run_cli("train --config " + recipe + " --data.path " +
-                       (root_ / "corpus.txt").string() +
-                       " --data.text_split line --job.dump_folder " + dump.string() +
-                       " --training.steps 20 --training.seq_len 32 --training.local_batch_size 4"
-                       " --metrics.log_freq 1 --metrics.enable_tensorboard false"
-                       " --lr_scheduler.warmup_steps 2 " +
-                       flags);
-    EXPECT_EQ(r.status, 0) << r.output;
-    EXPECT_NE(r.output.find("\nexecution: " + execution), std::string::npos) << r.output;
-    Curve c;
-    for (const auto& j : read_metrics(dump.string())) {
-      c.loss.push_back(j["loss"].get<double>());
-      c.grad_norm.push_back(j["grad_norm"].get<double>());
-    }
-    EXPECT_EQ(c.loss.size(), 20u) << r.output;
-    return c;
+    return train_curve(root_, recipe, name, flags, execution);
   }
 
   static std::optional<TempDir> temp_;
@@ -73,46 +51,7 @@ class Ladder : public ::testing::TestWithParam<std::string> {
 std::optional<TempDir> Ladder::temp_;
 fs::path Ladder::root_;
 
-struct Rung {
-  std::string name, flags, execution;  // execution: how the run's header names it
-};
-
-// Every rung's flags set the whole ladder, whatever the recipe chose.
-const std::vector<Rung> kRungs = {
-    {"strict", "--runtime.eager_mode strict --compile.enable=false --compile.graph_trainer=false",
-     "strict eager (op by op)"},
-    {"defer_and_fuse",
-     "--runtime.eager_mode defer_and_fuse --compile.enable=false --compile.graph_trainer=false",
-     "defer_and_fuse eager"},
-    {"per_block_compile",
-     "--runtime.eager_mode strict --compile.enable --compile.graph_trainer=false",
-     "per-block compile"},
-    {"graph_trainer", "--runtime.eager_mode strict --compile.graph_trainer",
-     "graph trainer (the whole step as one program)"},
-    {"scan_strict",
-     "--runtime.eager_mode strict --compile.enable=false --compile.graph_trainer=false"
-     " --compile.scan_layers",
-     "strict eager (op by op, the layers as one scan)"},
-    {"scan_graph_trainer", "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer",
-     "graph trainer (the whole step as one program, the layers as one scan)"},
-    {"graph_split", "--runtime.eager_mode strict --compile.graph_trainer --compile.graph_split",
-     "graph trainer, split (forward and backward as separate programs, one pair for all layers)"},
-    {"graph_split_layers",
-     "--runtime.eager_mode strict --compile.graph_trainer --compile.graph_split"
-     " --compile.graph_split_layers 1",
-     "graph trainer, split (forward and backward as separate programs, one pair per 1 layer)"},
-    // Not rungs, but they must keep the rungs' bits: the first steps op by op
-    // while the step's program builds, and activations in host memory.
-    {"graph_trainer_background", "--runtime.eager_mode strict --compile.graph_trainer --compile.background",
-     "graph trainer (the whole step as one program)"},
-    {"graph_trainer_offload",
-     "--runtime.eager_mode strict --compile.graph_trainer --activation_checkpoint.mode offload",
-     "graph trainer (the whole step as one program)"},
-    {"scan_graph_trainer_offload",
-     "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer"
-     " --activation_checkpoint.mode offload",
-     "graph trainer (the whole step as one program, the layers as one scan)"},
-};
+const std::vector<Rung>& kRungs = ladder_rungs();
 
 // Rounds of --override flags that together switch on every registered
 // implementation other than `recipe`'s: round i takes each component's i-th
@@ -132,11 +71,6 @@ std::vector<std::string> alternative_rounds(const std::string& recipe) {
     }
   }
   return rounds;
-}
-
-void expect_identical(const Curve& a, const Curve& b, const std::string& what) {
-  EXPECT_EQ(a.loss, b.loss) << what << ": losses differ";
-  EXPECT_EQ(a.grad_norm, b.grad_norm) << what << ": gradient norms differ";
 }
 
 TEST_P(Ladder, EveryRungGivesTheSameBits) {

@@ -8,16 +8,6 @@
 
 namespace kiln::test {
 
-Curve read_curve(const std::string& dump) {
-  Curve c;
-  for (const auto& j : read_metrics(dump)) {
-    c.loss.push_back(j["loss"].get<double>());
-    c.grad_norm.push_back(j["grad_norm"].get<double>());
-    if (j.contains("val_loss")) c.val_loss.push_back(j["val_loss"].get<double>());
-  }
-  return c;
-}
-
 std::string mpirun(int ranks) {
   const char* mpiexec = std::getenv("KILN_MPIEXEC");
   EXPECT_TRUE(mpiexec) << "ctest sets KILN_MPIEXEC";

@@ -8,15 +8,9 @@
 
 #include "tests/support/cli.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/train_run.h"
 
 namespace kiln::test {
-
-// A run's metrics.jsonl, per logged step.
-struct Curve {
-  std::vector<double> loss, grad_norm;
-  std::vector<double> val_loss;  // the steps that validated
-};
-Curve read_curve(const std::string& dump);
 
 // A mesh to run on: `flags` are the --parallelism.* and the local batch that
 // keep the global batch of the test's one-process run.

@@ -47,6 +47,17 @@ std::vector<nlohmann::json> read_metrics(const std::string& dump) {
   return out;
 }
 
+Curve read_curve(const std::string& dump) {
+  Curve c;
+  for (const auto& j : read_metrics(dump)) {
+    c.loss.push_back(j["loss"].get<double>());
+    c.grad_norm.push_back(j["grad_norm"].get<double>());
+    if (j.contains("val_loss")) c.val_loss.push_back(j["val_loss"].get<double>());
+    if (j.contains("mem_peak_bytes")) c.mem_peak.push_back(j["mem_peak_bytes"].get<int64_t>());
+  }
+  return c;
+}
+
 std::vector<double> read_losses(const std::string& dump) {
   std::vector<double> out;
   for (const auto& j : read_metrics(dump)) out.push_back(j["loss"].get<double>());

@@ -18,6 +18,14 @@ void write_grammar_corpus(const std::string& path, int lines = 3000);
 std::vector<nlohmann::json> read_metrics(const std::string& dump);
 // Their "loss" values.
 std::vector<double> read_losses(const std::string& dump);
+// A run's metrics.jsonl, per logged step.
+struct Curve {
+  std::vector<double> loss, grad_norm;
+  std::vector<double> val_loss;   // the steps that validated
+  std::vector<int64_t> mem_peak;  // mem_peak_bytes
+  std::string output;             // what the run printed, where the test kept it
+};
+Curve read_curve(const std::string& dump);
 
 // Starts `<launcher> $KILN_CLI <args>` (output to `log`) as a session and
 // process group of its own, polls `stop` every 5 ms and, when it says so

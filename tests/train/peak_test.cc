@@ -159,5 +159,37 @@ TEST_F(PeakCache, RunPeakUsesThisCpusCachedEntry) {
 
 TEST(TablePeak, NoneForACpu) { EXPECT_FALSE(table_peak(kCPU, DType::bf16).has_value()); }
 
+// The names the driver gives (cudaDeviceProp::name), against the data sheets.
+TEST(TablePeak, DataSheetPeaksMatchTheWholePartName) {
+  struct Case {
+    const char* name;
+    double bf16, f32;  // TFLOP/s; 0: none
+  };
+  for (const Case& c : std::vector<Case>{{"NVIDIA H100 80GB HBM3", 989, 67},
+                                         {"NVIDIA H200", 989, 67},
+                                         {"NVIDIA H100 PCIe", 756, 51},
+                                         {"NVIDIA H100 NVL", 835, 60},
+                                         {"NVIDIA A100-SXM4-80GB", 312, 19.5},
+                                         {"NVIDIA A10", 125, 31.2},  // not the A100's
+                                         {"NVIDIA L40", 181, 90.5},  // not the L4's
+                                         {"NVIDIA L4", 121, 30.3},
+                                         {"NVIDIA B200", 2250, 0},
+                                         {"NVIDIA GeForce RTX 4090", 0, 0}}) {
+    for (auto [dtype, tflops] : {std::pair{DType::bf16, c.bf16}, {DType::f32, c.f32}}) {
+      std::optional<DevicePeak> p = data_sheet_peak(c.name, dtype);
+      if (tflops == 0) {
+        EXPECT_FALSE(p.has_value()) << c.name << " " << dtype_name(dtype) << ": " << p->source;
+        continue;
+      }
+      ASSERT_TRUE(p.has_value()) << c.name << " " << dtype_name(dtype);
+      EXPECT_DOUBLE_EQ(p->flops, tflops * 1e12) << c.name << " " << dtype_name(dtype);
+      EXPECT_NE(p->source.find("(data sheet)"), std::string::npos) << p->source;
+    }
+  }
+  EXPECT_FALSE(data_sheet_peak("NVIDIA H100 80GB HBM3", DType::f16).has_value());
+  EXPECT_EQ(data_sheet_peak("NVIDIA H100 PCIe", DType::bf16)->source,
+            "756 TFLOP/s H100 PCIe dense bf16 peak (data sheet)");
+}
+
 }  // namespace
 }  // namespace kiln
