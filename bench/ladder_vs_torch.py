@@ -70,6 +70,12 @@ threads, OpenMP barrier spinning counts as CPU time).
     .venv/bin/python bench/ladder_vs_torch.py --quick         # 4 steps after 2
     .venv/bin/python bench/ladder_vs_torch.py --models llama3_debug --rungs strict,graph,torch,jax
     .venv/bin/python bench/ladder_vs_torch.py --models llama3_debug --check-jax
+
+--device cuda runs kiln (--training.device) and PyTorch on the GPU (JAX stays
+on the CPU and is skipped), with an mfu column: tokens/s x kiln's FLOPs per token
+over the peak kiln divides by (its data sheet's), for every rung alike;
+bench/gpu_train_vs_torch.py runs it on the GPU's configurations. KILN_CPU_DEVICES=2
+with --device cpu:1 runs kiln on a second host device (PyTorch on the CPU).
 """
 import argparse
 import copy
@@ -78,6 +84,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -194,9 +201,9 @@ def last_error_line(log_path):
     return lines[-1] if lines else "no output"
 
 
-def kiln_config(kiln, recipe, precision):
+def kiln_config(kiln, recipe, precision, flags=()):
     r = subprocess.run([kiln, "train", "--config", recipe, "--print-config",
-                        "--training.mixed_precision_param", precision],
+                        "--training.mixed_precision_param", precision, *flags],
                        capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"{kiln} train --config {recipe} --print-config failed:\n{r.stderr.strip()}")
@@ -212,7 +219,8 @@ def run_kiln(args, recipe, key, workdir):
            "--runtime.num_threads", str(args.threads),
            "--metrics.log_freq", "1", "--metrics.enable_tensorboard=false",
            "--metrics.progress_bar=false", "--checkpoint.enable=false",
-           "--validation.enable=false"] + flags
+           "--validation.enable=false", "--training.device", args.device,
+           *args.kiln_flag_list] + flags
     env = dict(os.environ, KILN_FUSED_CODEGEN=args.codegen)
     if args.cold_cache:
         env["KILN_CACHE"] = "off"
@@ -239,7 +247,11 @@ def run_kiln(args, recipe, key, workdir):
     row.update(tps=statistics.median(tps), best=max(tps),
                spread=(max(tps) - min(tps)) / statistics.median(tps),
                alloc=max(m["mem_peak_bytes"] for m in measured),
+               flops_per_token=statistics.median(m["tflops"] * 1e12 / m["tps"] for m in measured),
                first_s=tokens_per_step(args.config) / metrics[0]["tps"])
+    if all("mfu" in m for m in measured):
+        row["mfu"] = statistics.median(m["mfu"] for m in measured)
+        row["peak"] = statistics.median(m["tflops"] * 1e12 / m["mfu"] for m in measured)
     if watch.per_step():
         row["tok_cpu"] = tokens_per_step(args.config) / watch.per_step()
     return row
@@ -303,9 +315,10 @@ def torch_trainer(spec, model):
     forward = torch.compile(model) if spec.get("compile") else model
     bf16 = spec["precision"] == "bfloat16"
     vocab = spec["model"]["vocab_size"]
+    device = torch.device(spec.get("device", "cpu"))
 
     def step(ids):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits = forward(input_ids=ids[:, :-1]).logits
         loss = F.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
         loss.backward()
@@ -322,14 +335,15 @@ def torch_worker(spec):
     """Trains the model of `spec` for warmup + steps steps; prints one JSON line."""
     import torch
     torch.set_num_threads(spec["threads"])
-    step = torch_trainer(spec, torch_model(spec))
+    device = torch.device(spec.get("device", "cpu"))
+    step = torch_trainer(spec, torch_model(spec).to(device))
     t = spec["training"]
     batch, seq, vocab = t["local_batch_size"], t["seq_len"], spec["model"]["vocab_size"]
     gen = torch.Generator().manual_seed(0)
     times, cpu = [], []
     for _ in range(spec["warmup"] + spec["steps"]):
         t0, c0 = time.perf_counter(), time.process_time()
-        step(torch.randint(0, vocab, (batch, seq + 1), generator=gen))
+        step(torch.randint(0, vocab, (batch, seq + 1), generator=gen).to(device))
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     print(json.dumps({"step_s": times, "cpu_s": cpu}))
@@ -432,7 +446,11 @@ def run_worker(args, recipe, key, workdir):
     if args.family != "llama3":
         row["note"] = f"skipped: the {label.split()[0]} side builds Llama models, not {args.family}"
         return row
+    if key in JAX_RUNGS and args.device != "cpu":
+        row["note"] = "skipped: the JAX side runs on the CPU"
+        return row
     spec = dict(args.config, threads=args.threads, compile=key == "torch_compile",
+                device="cpu" if args.device.startswith("cpu") else args.device,
                 precision=args.precision, warmup=args.warmup, steps=args.steps,
                 rope_scaling=ROPE_SCALING)
     log = os.path.join(workdir, f"{recipe}-{key}-{args.round}.log")
@@ -465,6 +483,15 @@ def ratio(a, b):
     return f"{a / b:.2f}" if a and b else "n/a"
 
 
+def add_mfu(rows):
+    """MFU of every measured row: kiln's own (metrics' mfu), else tokens/s x kiln's
+    FLOPs per token over the peak kiln divided by (the same model and shapes)."""
+    ref = next((r for r in rows if r.get("peak")), None)
+    for r in rows:
+        if "mfu" not in r and "tps" in r and ref:
+            r["mfu"] = r["tps"] * ref["flops_per_token"] / ref["peak"]
+
+
 def print_table(recipe, margs, rows):
     cfg = margs.config
     m, t = cfg["model"], cfg["training"]
@@ -479,21 +506,28 @@ def print_table(recipe, margs, rows):
     strict = reference(KILN_RUNGS["strict"][0], "tps")
     eager = reference(TORCH_RUNGS["torch"], "tps")
     eager_cpu = reference(TORCH_RUNGS["torch"], "tok_cpu")
+    add_mfu(rows)
     head = (f"{'rung':<36} {'tokens/s':>9} {'best':>9} {'spread':>6} {'vs strict':>9} "
-            f"{'vs torch':>8} {'tok/CPU-s':>9} {'vs torch':>8} {'1st step':>9} "
+            f"{'vs torch':>8} {'mfu':>6} {'tok/CPU-s':>9} {'vs torch':>8} {'1st step':>9} "
             f"{'expected':>9} {'kiln alloc':>10} {'max RSS':>10}")
     print(head)
     print("-" * len(head))
     for r in rows:
         if "tps" not in r:
-            print(f"{r['rung']:<36} {'-':>9} {'':>9} {'':>6} {'':>9} {'':>8} {'':>9} {'':>8} "
+            print(f"{r['rung']:<36} {'-':>9} {'':>9} {'':>6} {'':>9} {'':>8} {'':>6} {'':>9} {'':>8} "
                   f"{'':>9} {'':>9} {'':>10} {mib(r['rss']):>10}  {r['note']}")
             continue
         cpu = f"{r['tok_cpu']:,.0f}" if r.get("tok_cpu") else "-"
+        mfu = f"{r['mfu'] * 100:.1f}%" if r.get("mfu") else "-"
         print(f"{r['rung']:<36} {r['tps']:>9,.0f} {r['best']:>9,.0f} {r['spread'] * 100:>5.0f}% "
-              f"{ratio(r['tps'], strict):>9} {ratio(r['tps'], eager):>8} {cpu:>9} "
+              f"{ratio(r['tps'], strict):>9} {ratio(r['tps'], eager):>8} {mfu:>6} {cpu:>9} "
               f"{ratio(r.get('tok_cpu'), eager_cpu):>8} {r['first_s']:>8.2f}s "
               f"{mib(r.get('expected')):>9} {mib(r.get('alloc')):>10} {mib(r['rss']):>10}")
+    ref = next((r for r in rows if r.get("peak")), None)
+    if ref:
+        print(f"mfu: tokens/s x kiln's {ref['flops_per_token'] / 1e9:.3g} GFLOP per token over "
+              f"kiln's peak, {ref['peak'] / 1e12:.3g} TFLOP/s (the `mfu:` line of a kiln run "
+              "names its source), for every rung")
     print("(vs strict / vs torch: median tokens/s over kiln strict eager's / PyTorch eager's; "
           "tok/CPU-s: tokens per CPU-second of the process over the measured steps, and its "
           "ratio to PyTorch eager's; 1st step: its seconds, compilation included" +
@@ -537,6 +571,10 @@ def print_environment(args):
                     if "kernels for " in l), "?")
     print(f"cpu: {cpu_name()}, {os.cpu_count()} logical cores; {features}; "
           f"kiln's CPU kernels for {kernels}")
+    if args.device != "cpu":
+        print(f"device: {args.device}; " + "; ".join(
+            l.strip() for l in info.splitlines()
+            if l.strip().startswith(("cuda", "mfu peak", "measured"))))
     print(f"threads: {args.threads} (kiln --runtime.num_threads, torch.set_num_threads, "
           "JAX: the CPU affinity of its process)")
     print(f"kiln: {args.kiln}, KILN_FUSED_CODEGEN={args.codegen}; torch {torch.__version__}, "
@@ -586,6 +624,14 @@ def main():
                         help="run every rung this many times, in interleaved rounds, and keep "
                              "each rung's run with the highest median (for a loaded machine)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    parser.add_argument("--device", default="cpu",
+                        help="kiln's --training.device and torch's device (cpu, cuda, cuda:N); "
+                             "the JAX rung runs on the CPU only")
+    parser.add_argument("--kiln-flags", default="",
+                        help="more `kiln train` flags for every kiln run and the config torch "
+                             "builds (e.g. '--model.n_layers 4 --data.path corpus.txt')")
+    parser.add_argument("--json", metavar="FILE",
+                        help="also write every recipe's rows (tokens/s, mfu, ...) here as JSON")
     parser.add_argument("--check-jax", action="store_true",
                         help="only check the JAX model against the PyTorch one for each of "
                              "--models (parameters; losses of 3 steps from the same weights, "
@@ -593,6 +639,7 @@ def main():
     parser.add_argument("--keep", metavar="DIR",
                         help="keep the runs' dump folders and logs here (default: a temp dir)")
     args = parser.parse_args()
+    args.kiln_flag_list = shlex.split(args.kiln_flags)
     sys.stdout.reconfigure(line_buffering=True)  # the table and stderr's progress in order
     if args.quick:
         args.warmup, args.steps = 2, 4
@@ -608,7 +655,7 @@ def main():
     if args.check_jax:
         ok = True
         for recipe in args.models.split(","):
-            cfg = kiln_config(args.kiln, recipe, "float32")
+            cfg = kiln_config(args.kiln, recipe, "float32", args.kiln_flag_list)
             if model_family(args.kiln, cfg) != "llama3":
                 print(f"{recipe}: skipped: the JAX side builds Llama models, not "
                       f"{model_family(args.kiln, cfg)}")
@@ -616,12 +663,13 @@ def main():
             ok = check_jax(recipe, cfg, args.threads) and ok
         sys.exit(0 if ok else 1)
     print_environment(args)
+    results = {}
     with tempfile.TemporaryDirectory(prefix="kiln-ladder-") as tmp:
         workdir = args.keep or tmp
         os.makedirs(workdir, exist_ok=True)
         for recipe in args.models.split(","):
             margs = copy.copy(args)
-            margs.config = kiln_config(args.kiln, recipe, args.precision)
+            margs.config = kiln_config(args.kiln, recipe, args.precision, args.kiln_flag_list)
             margs.family = model_family(args.kiln, margs.config)
             if param_count(margs.config) < 10_000_000:
                 margs.steps *= 10
@@ -636,8 +684,13 @@ def main():
                     done = f"{row['tps']:,.0f} tokens/s" if "tps" in row else row["note"]
                     print(f"  [{recipe}, round {margs.round + 1}] {row['rung']}: {done} "
                           f"({row['wall_s']:.0f} s)", file=sys.stderr, flush=True)
-            print_table(recipe, margs, [best[k] for k in rungs])
+            rows = [best[k] for k in rungs]
+            print_table(recipe, margs, rows)
+            results[recipe] = {k: row for k, row in zip(rungs, rows)}
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":

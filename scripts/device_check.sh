@@ -11,8 +11,9 @@
 #       under 60 MiB). Prints the command to run there.
 #   scripts/device_check.sh run    there, in the repository root: unpacks the
 #       archive and runs each test and benchmark with a time limit, writing
-#       every log and a summary to $OUT (.device/out when unset), all
-#       within 8 minutes (what runs out of time is marked so). Exits
+#       every log and a summary to $OUT (.device/out when unset), then
+#       bench/gpu_train_vs_torch.py in the time left, all within 8 minutes
+#       (what runs out of time is marked so). Exits
 #       non-zero when a test failed. Run here, it checks the package itself:
 #       every device test reports "skipped: no CUDA device".
 set -euo pipefail
@@ -137,6 +138,17 @@ run() {
     printf '%-28s exit %d\n' "$(basename "$b")" "$rc" | tee -a "$summary"
     tail -n 20 "$log" >>"$summary"
   done
+  # Training against PyTorch on the GPU, in what time is left (torch is there).
+  local limit rc=0
+  limit=$(budget 300)
+  if [ "$limit" -ge 60 ]; then
+    timeout "$limit" python3 bench/gpu_train_vs_torch.py --kiln "$work/build/kiln" \
+      --configs llama_1b --quick --timeout "$limit" >"$out/gpu_train_vs_torch.log" 2>&1 || rc=$?
+    printf '%-28s exit %d\n' gpu_train_vs_torch.py "$rc" | tee -a "$summary"
+    tail -n 25 "$out/gpu_train_vs_torch.log" >>"$summary"
+  else
+    echo "gpu_train_vs_torch.py: not run (time)" | tee -a "$summary"
+  fi
   return $failed
 }
 
