@@ -7,7 +7,8 @@
 // rank 0 alone reports; a checkpoint saved under FSDP 4 (4 ranks' shards)
 // resumes under FSDP 2 and on one rank, one saved under FSDP 2 x TP 2 under
 // TP 2 and on one rank; a rank's error names the rank; the
-// SPMD handshake catches a rank running another step.
+// SPMD handshake catches a rank running another step; ranks on other host
+// devices give the same bits.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -86,6 +87,28 @@ TEST_F(DataParallel, EveryMeshGivesTheOneProcessLosses) {
     expect_close(runs_->curve(m.name), runs_->reference(), 0, m.name + " eager");
 
     expect_graph_trainer_equals_eager(m);
+  }
+}
+
+// Ranks on host devices other than cpu:0 (KILN_CPU_DEVICES=2), their
+// collectives included, give the bits of ranks on cpu:0: every rank on
+// cpu:1 (rank 0's header names it), and a bare `cpu`, which puts each rank
+// on its local rank's device (run_device_test checks that mapping).
+TEST_F(DataParallel, RanksOnOtherHostDevicesGiveTheSameBits) {
+  const Mesh& m = kMeshes[1];  // SimpleFSDP 2
+  const std::string graph = "--compile.graph_trainer ";
+  CliRun base = runs_->kiln(m, "fsdp2_cpu0", graph);
+  ASSERT_EQ(base.status, 0) << base.output;
+  for (const char* device : {"cpu:1", "cpu"}) {
+    const std::string dump = std::string("fsdp2_devices_") + (device[3] ? "1" : "local");
+    CliRun run = runs_->kiln(m, dump, graph + "--training.device " + device, "KILN_CPU_DEVICES=2");
+    ASSERT_EQ(run.status, 0) << device << "\n" << run.output;
+    const std::string header = std::string("\ndevice: ") + device + (device[3] ? ": " : ":");
+    EXPECT_NE(run.output.find(header), std::string::npos) << device << "\n" << run.output;
+    Curve got = runs_->curve(dump), want = runs_->curve("fsdp2_cpu0");
+    EXPECT_EQ(got.loss, want.loss) << device;
+    EXPECT_EQ(got.grad_norm, want.grad_norm) << device;
+    EXPECT_EQ(got.loss.size(), 10u) << device;
   }
 }
 
