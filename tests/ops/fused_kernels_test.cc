@@ -4,14 +4,7 @@
 // composite (autograd through the basic ops), over many shapes, masks and
 // dtypes; finite-difference checks in f64; determinism across thread counts;
 // bad inputs; and the memory the fused ops must not use.
-//
-// Tolerances (|fused - composite| <= atol + rtol * |composite|): the two
-// compute in the same type (f32 for f32/bf16, f64 for f64) but sum in
-// different orders and, in attention and cross-entropy, normalise online, so
-// f64 agrees to ~1e-12 and f32 to ~1e-5 relative. bf16 results round once in
-// the kernels; the composites also round the attention probabilities to bf16
-// before the product with v (and bf16 gradients round once more), so bf16
-// gets 2^-6 relative plus a small absolute term.
+// Tolerances: tests/support/fused_checks.h.
 #include "kiln/ops/fused_kernels.h"
 #include "kiln/ops/rms_norm.h"
 #include "kiln/ops/rope.h"
@@ -33,99 +26,14 @@
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/rules.h"
 #include "kiln/runtime/threads.h"
+#include "tests/support/fused_checks.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/support.h"
 
 namespace kiln {
 namespace {
 
-using test::all_close;
-using test::check_gradients;
-using test::random_tensor;
-
-struct Tol {
-  double rtol, atol;
-};
-
-Tol tol_for(DType t) {
-  switch (t) {
-    case DType::f64: return {1e-10, 1e-12};
-    case DType::bf16: return {1.6e-2, 1e-2};
-    default: return {1e-4, 2e-5};
-  }
-}
-
-const DType kDtypes[] = {DType::f32, DType::bf16, DType::f64};
-
-using Runner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-
-// The op through dispatch: its CPU kernel.
-Runner fused(const std::string& name, const ir::Attrs& attrs) {
-  return [name, attrs](const std::vector<Tensor>& in) {
-    return apply(ir::get_op(name), in, attrs);
-  };
-}
-
-// The op's composite, called directly: basic ops only.
-Runner composite(const std::string& name, const ir::Attrs& attrs) {
-  return [name, attrs](const std::vector<Tensor>& in) {
-    const ir::OpDef& op = ir::get_op(name);
-    ir::Attrs full = op.complete_attrs(attrs);
-    CompositeCall call{in, full, {}};
-    op.composite(call);
-    return call.outputs;
-  };
-}
-
-// value_and_grad of sum_j sum(out_j * cots[j]) (computed in f32/f64); the
-// outputs come back as values[1..].
-ValueAndGrad grads_of(const Runner& f, const std::vector<Tensor>& in,
-                      const std::vector<Tensor>& cots) {
-  auto vag = value_and_grad([&](const std::vector<Tensor>& a) {
-    std::vector<Tensor> out = f(a);
-    Tensor loss;
-    for (size_t j = 0; j < cots.size(); ++j) {
-      Tensor term = sum(out[j].to(cots[j].dtype()) * cots[j]);
-      loss = loss.defined() ? loss + term : term;
-    }
-    std::vector<Tensor> values{loss};
-    values.insert(values.end(), out.begin(), out.end());
-    return values;
-  });
-  return vag(in);
-}
-
-std::vector<Tensor> cotangents_for(const Runner& f, const std::vector<Tensor>& in, uint64_t seed) {
-  std::vector<Tensor> cots;
-  for (const Tensor& o : f(in)) {
-    DType cd = o.dtype() == DType::f64 ? DType::f64 : DType::f32;
-    cots.push_back(random_tensor(o.shape(), cd, seed++));
-  }
-  return cots;
-}
-
-// Forward outputs and every floating input's gradient agree.
-void expect_same(const std::string& op, const ir::Attrs& attrs, const std::vector<Tensor>& in,
-                 Tol tol, const std::string& label, bool grads = true) {
-  SCOPED_TRACE(op + " " + label);
-  Runner f = fused(op, attrs), c = composite(op, attrs);
-  std::vector<Tensor> fo = f(in), co = c(in);
-  ASSERT_EQ(fo.size(), co.size());
-  for (size_t j = 0; j < fo.size(); ++j) {
-    EXPECT_EQ(fo[j].type(), co[j].type()) << "output " << j;
-    EXPECT_TRUE(all_close(fo[j], co[j], tol.rtol, tol.atol)) << "output " << j;
-  }
-  if (!grads) return;
-  std::vector<Tensor> cots = cotangents_for(f, in, 99);
-  ValueAndGrad fg = grads_of(f, in, cots), cg = grads_of(c, in, cots);
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!is_floating(in[i].dtype())) continue;
-    ASSERT_TRUE(fg.grads[i].defined() && cg.grads[i].defined()) << "input " << i;
-    EXPECT_EQ(fg.grads[i].type(), in[i].type()) << "gradient of input " << i;
-    EXPECT_TRUE(all_close(fg.grads[i], cg.grads[i], tol.rtol, tol.atol))
-        << "gradient of input " << i;
-  }
-}
+using namespace test;
 
 // Same bits from 1, 2 and 3 threads, forward and backward.
 void expect_thread_independent(const std::string& op, const ir::Attrs& attrs,
@@ -148,81 +56,10 @@ void expect_thread_independent(const std::string& op, const ir::Attrs& attrs,
   set_num_threads(saved);
 }
 
-ir::Attrs attention_attrs(int64_t head_dim, bool causal, int64_t window) {
-  return {{"causal", causal},
-          {"scale", 1.0 / std::sqrt(double(head_dim))},
-          {"sliding_window", window}};
-}
-
-// Document ids [batch, seq] with random boundaries: each position starts a
-// new document with probability 1/mean_len.
-Tensor packed_doc_ids(int64_t batch, int64_t seq, double mean_len, uint64_t seed,
-                      DType dtype = DType::i64) {
-  std::mt19937_64 rng(seed);
-  std::bernoulli_distribution boundary(1.0 / mean_len);
-  std::vector<int64_t> ids;
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t doc = 0;
-    for (int64_t s = 0; s < seq; ++s) {
-      if (s > 0 && boundary(rng)) ++doc;
-      ids.push_back(doc);
-    }
-  }
-  return from_vector(ids, {batch, seq}).to(dtype);
-}
-
-// --------------------------------------------------------------- attention
-
-struct AttentionCase {
-  int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
-  bool causal;
-  int64_t window;
-  int docs;  // 0: none; 1: packed documents; 2: interleaved ids (not contiguous)
-};
-
-std::vector<Tensor> attention_inputs(const AttentionCase& c, DType dt, uint64_t seed) {
-  std::vector<Tensor> in{
-      random_tensor({c.batch, c.q_heads, c.q_len, c.head_dim}, dt, seed, -2, 2),
-      random_tensor({c.batch, c.kv_heads, c.kv_len, c.head_dim}, dt, seed + 1, -2, 2),
-      random_tensor({c.batch, c.kv_heads, c.kv_len, c.v_dim}, dt, seed + 2)};
-  if (c.docs == 1) in.push_back(packed_doc_ids(c.batch, c.q_len, 23, seed + 3));
-  if (c.docs == 2) {
-    std::vector<int32_t> ids;
-    for (int64_t i = 0; i < c.batch * c.q_len; ++i) ids.push_back(int32_t(i * 7 % 3));
-    in.push_back(from_vector(ids, {c.batch, c.q_len}));
-  }
-  return in;
-}
-
-const AttentionCase kAttentionCases[] = {
-    // batch, hq, hkv, sq, sk, d, dv, causal, window, docs
-    {1, 1, 1, 1, 1, 8, 8, false, 0, 0},
-    {2, 2, 2, 37, 37, 16, 16, false, 0, 0},
-    {2, 4, 2, 200, 200, 16, 16, true, 0, 0},        // GQA, causal, 2 blocks
-    {1, 3, 1, 130, 130, 8, 12, true, 0, 0},         // MQA, v_dim != head_dim
-    {1, 2, 2, 150, 150, 8, 8, true, 1, 0},          // window of one: only itself
-    {1, 2, 1, 300, 300, 8, 8, true, 150, 0},        // window crossing blocks
-    {1, 2, 2, 300, 300, 8, 8, true, 128, 0},        // window of exactly a block
-    {1, 2, 2, 40, 170, 8, 8, true, 0, 0},           // queries are the last positions
-    {2, 2, 2, 30, 195, 8, 8, true, 20, 0},          // ... with a window
-    {2, 4, 2, 290, 290, 16, 16, true, 0, 1},        // packed documents, causal, GQA
-    {2, 2, 1, 150, 150, 8, 8, false, 0, 1},         // packed documents, bidirectional
-    {1, 2, 2, 270, 270, 8, 8, true, 30, 1},         // documents and a window
-    {1, 2, 2, 140, 140, 8, 8, false, 0, 2},         // non-contiguous ids
-    {1, 2, 1, 140, 140, 8, 8, true, 0, 2},
-};
-
-std::string describe(const AttentionCase& c, DType dt) {
-  return cat(dtype_name(dt), " B", c.batch, " Hq", c.q_heads, " Hkv", c.kv_heads, " Sq", c.q_len,
-             " Sk", c.kv_len, " D", c.head_dim, " Dv", c.v_dim, c.causal ? " causal" : "",
-             c.window ? cat(" window ", c.window) : std::string(),
-             c.docs ? cat(" docs ", c.docs) : std::string());
-}
-
 TEST(FlashAttention, MatchesCompositeForwardAndBackward) {
   uint64_t seed = 1;
-  for (const AttentionCase& c : kAttentionCases)
-    for (DType dt : kDtypes)
+  for (const AttentionCase& c : attention_cases())
+    for (DType dt : kFusedDtypes)
       expect_same("flash_attention", attention_attrs(c.head_dim, c.causal, c.window),
                   attention_inputs(c, dt, seed += 10), tol_for(dt), describe(c, dt));
 }
@@ -230,22 +67,19 @@ TEST(FlashAttention, MatchesCompositeForwardAndBackward) {
 TEST(FlashAttention, BackwardOpMatchesItsComposite) {
   // The backward op directly, with an arbitrary delta (as a cotangent of
   // the log-sum-exp makes it).
-  for (const AttentionCase& c : {kAttentionCases[2], kAttentionCases[5], kAttentionCases[9]}) {
+  for (const AttentionCase& c : {attention_cases()[2], attention_cases()[5], attention_cases()[9]}) {
     for (DType dt : {DType::f32, DType::f64}) {
       std::vector<Tensor> in = attention_inputs(c, dt, 5);
       ir::Attrs attrs = attention_attrs(c.head_dim, c.causal, c.window);
-      std::vector<Tensor> fwd = fused("flash_attention", attrs)(in);
-      std::vector<Tensor> bin{in[0], in[1], in[2], random_tensor(fwd[0].shape(), dt, 6), fwd[1],
-                              random_tensor(fwd[1].shape(), fwd[1].dtype(), 7)};
-      if (in.size() == 4) bin.push_back(in[3]);
-      expect_same("flash_attention_backward", attrs, bin, tol_for(dt), describe(c, dt), false);
+      expect_same("flash_attention_backward", attrs, attention_backward_inputs(in, attrs, 6),
+                  tol_for(dt), describe(c, dt), false);
     }
   }
 }
 
 TEST(FlashAttention, MatchesScaledDotProductAttention) {
   // Without documents the fused op computes scaled_dot_product_attention.
-  for (const AttentionCase& c : kAttentionCases) {
+  for (const AttentionCase& c : attention_cases()) {
     if (c.docs) continue;
     std::vector<Tensor> in = attention_inputs(c, DType::f64, 3);
     AttentionOptions o{.causal = c.causal, .sliding_window = c.window};
@@ -293,7 +127,7 @@ TEST(FlashAttention, GradientsMatchFiniteDifferences) {
 }
 
 TEST(FlashAttention, SameBitsForAnyThreadCount) {
-  for (const AttentionCase& c : {kAttentionCases[2], kAttentionCases[9]})
+  for (const AttentionCase& c : {attention_cases()[2], attention_cases()[9]})
     expect_thread_independent("flash_attention", attention_attrs(c.head_dim, c.causal, c.window),
                               attention_inputs(c, DType::f32, 4));
 }
@@ -314,56 +148,22 @@ TEST(FlashAttention, RejectsBadInputs) {
 
 // ---------------------------------------------------- linear cross-entropy
 
-struct LceCase {
-  int64_t rows, dim, vocab;
-  std::string reduction;
-  int64_t ignore_index;
-  int ignored;  // rows whose target is ignore_index
-};
-
-std::vector<Tensor> lce_inputs(const LceCase& c, DType dt, uint64_t seed,
-                               DType target_dtype = DType::i64) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> t(size_t(c.rows));
-  for (auto& x : t) x = int64_t(rng() % uint64_t(c.vocab));
-  for (int i = 0; i < c.ignored && i < c.rows; ++i) t[size_t(i * 3 % c.rows)] = c.ignore_index;
-  return {random_tensor({c.rows, c.dim}, dt, seed, -1, 1),
-          random_tensor({c.vocab, c.dim}, dt, seed + 1, -1, 1),
-          from_vector(t, {c.rows}).to(target_dtype)};
-}
-
-ir::Attrs lce_attrs(const LceCase& c) {
-  return {{"ignore_index", c.ignore_index}, {"reduction", c.reduction}};
-}
-
-const LceCase kLceCases[] = {
-    {1, 4, 3, "mean", -100, 0},
-    {7, 8, 11, "mean", -100, 2},
-    {20, 16, 4096, "sum", -100, 0},        // exactly one tile
-    {37, 16, 4100, "mean", -100, 5},       // a second, narrow tile
-    {70, 24, 9000, "none", -100, 4},       // three tiles, rows over two blocks
-    {65, 8, 5000, "mean", 3, 6},           // a class index as ignore_index
-    {9, 8, 40, "sum", -1, 9},              // every target ignored
-};
-
 TEST(LinearCrossEntropy, MatchesCompositeForwardAndBackward) {
   uint64_t seed = 1;
-  for (const LceCase& c : kLceCases) {
-    for (DType dt : kDtypes) {
+  for (const LceCase& c : lce_cases()) {
+    for (DType dt : kFusedDtypes) {
       // Mean over no targets is NaN (as torch); its gradient is not compared.
       bool grads = !(c.reduction == "mean" && c.ignored >= c.rows);
-      std::string label = cat(dtype_name(dt), " N", c.rows, " D", c.dim, " V", c.vocab, " ",
-                              c.reduction, " ignored ", c.ignored);
       expect_same("linear_cross_entropy", lce_attrs(c), lce_inputs(c, dt, seed += 10),
-                  tol_for(dt), label, grads);
+                  tol_for(dt), describe(c, dt), grads);
     }
   }
-  expect_same("linear_cross_entropy", lce_attrs(kLceCases[3]),
-              lce_inputs(kLceCases[3], DType::f32, 5, DType::i32), tol_for(DType::f32), "i32");
+  expect_same("linear_cross_entropy", lce_attrs(lce_cases()[3]),
+              lce_inputs(lce_cases()[3], DType::f32, 5, DType::i32), tol_for(DType::f32), "i32");
 }
 
 TEST(LinearCrossEntropy, EqualsCrossEntropyOfTheLogits) {
-  for (const LceCase& c : kLceCases) {
+  for (const LceCase& c : lce_cases()) {
     std::vector<Tensor> in = lce_inputs(c, DType::f64, 2);
     Reduction r = c.reduction == "sum" ? Reduction::sum
                   : c.reduction == "none" ? Reduction::none : Reduction::mean;
@@ -388,10 +188,10 @@ TEST(LinearCrossEntropy, GradientsMatchFiniteDifferences) {
 }
 
 TEST(LinearCrossEntropy, SameBitsForAnyThreadCount) {
-  expect_thread_independent("linear_cross_entropy", lce_attrs(kLceCases[4]),
-                            lce_inputs(kLceCases[4], DType::f32, 4));
-  expect_thread_independent("linear_cross_entropy", lce_attrs(kLceCases[3]),
-                            lce_inputs(kLceCases[3], DType::bf16, 4));
+  expect_thread_independent("linear_cross_entropy", lce_attrs(lce_cases()[4]),
+                            lce_inputs(lce_cases()[4], DType::f32, 4));
+  expect_thread_independent("linear_cross_entropy", lce_attrs(lce_cases()[3]),
+                            lce_inputs(lce_cases()[3], DType::bf16, 4));
 }
 
 TEST(LinearCrossEntropy, NeverHoldsTheLogits) {
@@ -474,7 +274,7 @@ TEST(GroupedMatmul, MatchesCompositeForwardAndBackward) {
   uint64_t seed = 1;
   for (const GroupCase& c : kGroupCases)
     for (bool tw : {true, false})
-      for (DType dt : kDtypes)
+      for (DType dt : kFusedDtypes)
         expect_same("grouped_matmul", {{"transpose_w", tw}}, group_inputs(c, tw, dt, seed += 10),
                     tol_for(dt), cat(dtype_name(dt), " experts ", c.sizes.size(), tw ? " [E,N,K]" : " [E,K,N]"));
 }
@@ -482,7 +282,7 @@ TEST(GroupedMatmul, MatchesCompositeForwardAndBackward) {
 TEST(GroupedMatmul, WeightGradMatchesComposite) {
   uint64_t seed = 1;
   for (const GroupCase& c : kGroupCases)
-    for (DType dt : kDtypes) {
+    for (DType dt : kFusedDtypes) {
       std::vector<Tensor> in = group_inputs(c, true, dt, seed += 10);
       Tensor b = random_tensor({in[0].dim(0), c.n}, dt, seed + 5);
       // With no rows the composite's gradient trips over matmul's vjp
@@ -565,9 +365,9 @@ TEST(FusedOps, HalfPrecision) {
   // f16 takes the bf16 path (f32 compute, one rounding); one case per op.
   Tol tol = tol_for(DType::bf16);
   expect_same("flash_attention", attention_attrs(16, true, 0),
-              attention_inputs(kAttentionCases[9], DType::f16, 1), tol, "f16");
-  expect_same("linear_cross_entropy", lce_attrs(kLceCases[3]),
-              lce_inputs(kLceCases[3], DType::f16, 2), tol, "f16");
+              attention_inputs(attention_cases()[9], DType::f16, 1), tol, "f16");
+  expect_same("linear_cross_entropy", lce_attrs(lce_cases()[3]),
+              lce_inputs(lce_cases()[3], DType::f16, 2), tol, "f16");
   expect_same("grouped_matmul", {}, group_inputs(kGroupCases[4], true, DType::f16, 3), tol, "f16");
   Tensor x = random_tensor({3, 40}, DType::f16, 4, -2, 2), w = random_tensor({40}, DType::f16, 5);
   expect_same("rms_norm", {{"eps", 1e-6}}, {x, w}, tol, "f16");
@@ -622,7 +422,7 @@ TEST(FusedOps, SameResultsInEveryExecutionMode) {
 
 TEST(FusedRmsNorm, MatchesComposite) {
   for (Shape s : {Shape{5}, Shape{3, 7}, Shape{2, 3, 64}, Shape{4, 1, 1000}, Shape{0, 8}})
-    for (DType dt : kDtypes)
+    for (DType dt : kFusedDtypes)
       for (double eps : {1e-6, 1e-2}) {
         std::vector<Tensor> in{random_tensor(s, dt, 1, -2, 2),
                                random_tensor({s[s.size() - 1]}, dt, 2, 0.5, 1.5)};
@@ -632,7 +432,7 @@ TEST(FusedRmsNorm, MatchesComposite) {
 
 TEST(FusedRmsNorm, BackwardOpMatchesItsComposite) {
   for (Shape s : {Shape{3, 7}, Shape{70, 33}})
-    for (DType dt : kDtypes) {
+    for (DType dt : kFusedDtypes) {
       std::vector<Tensor> in{random_tensor(s, dt, 1, -2, 2), random_tensor({s[1]}, dt, 2),
                              random_tensor(s, dt, 3)};
       expect_same("rms_norm_backward", {{"eps", 1e-5}}, in, tol_for(dt), cat(dtype_name(dt), " ", s));
@@ -640,7 +440,7 @@ TEST(FusedRmsNorm, BackwardOpMatchesItsComposite) {
 }
 
 TEST(FusedRope, MatchesComposite) {
-  for (DType dt : kDtypes)
+  for (DType dt : kFusedDtypes)
     for (DType table : {DType::f32, DType::f64}) {
       for (bool per_batch : {false, true}) {
         Shape xs{2, 5, 3, 8};
@@ -658,7 +458,7 @@ TEST(FusedRope, MatchesComposite) {
 
 TEST(FusedSiluMul, MatchesComposite) {
   for (Shape s : {Shape{7}, Shape{3, 50}, Shape{2, 3, 1000}})
-    for (DType dt : kDtypes) {
+    for (DType dt : kFusedDtypes) {
       std::vector<Tensor> in{random_tensor(s, dt, 1, -6, 6), random_tensor(s, dt, 2, -2, 2)};
       expect_same("silu_mul", {}, in, tol_for(dt), cat(dtype_name(dt), " ", s));
     }
