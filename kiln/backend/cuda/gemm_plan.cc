@@ -69,7 +69,7 @@ GemmPlan plan_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, b
   transpose_b = transpose_b != sb.transposed;
   GemmPlan plan;
   GemmProblem& p = plan.problem;
-  p.dtype = c.dtype;
+  p.dtype = p.out_dtype = c.dtype;
   p.m = c.shape[rank - 1];
   p.n = c.shape[rank - 2];
   p.k = transpose_a ? sa.rows : sa.cols;
@@ -139,6 +139,24 @@ GemmPlan plan_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, b
   p.first.align = alignment(bits_b);
   p.out.align = alignment(bits_c);
   return plan;
+}
+
+GemmProblem plan_dense_gemm(const DenseGemm& g) {
+  GemmProblem p;
+  p.dtype = g.in;
+  p.out_dtype = g.out;
+  p.m = g.n;
+  p.n = g.m;
+  p.k = g.k;
+  p.transpose_first = g.transpose_b;
+  p.transpose_second = g.transpose_a;
+  p.first = g.transpose_b ? GemmMatrix{g.k, g.n, g.ldb} : GemmMatrix{g.n, g.k, g.ldb};
+  p.second = g.transpose_a ? GemmMatrix{g.m, g.k, g.lda} : GemmMatrix{g.k, g.m, g.lda};
+  p.out = {g.n, g.m, g.ldc};
+  p.first.align = alignment(reinterpret_cast<uintptr_t>(g.b));
+  p.second.align = alignment(reinterpret_cast<uintptr_t>(g.a));
+  p.out.align = alignment(reinterpret_cast<uintptr_t>(g.c));
+  return p;
 }
 
 }  // namespace kiln::cuda

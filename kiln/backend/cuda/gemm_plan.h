@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kiln/backend/cuda/dense_gemm.h"
 #include "kiln/runtime/kernel.h"
 
 namespace kiln::cuda {
@@ -25,7 +26,8 @@ struct GemmMatrix {
 };
 
 struct GemmProblem {
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;      // the operands'
+  DType out_dtype = DType::f32;  // C and D's: dtype, or f32 for 16-bit operands
   bool transpose_first = false, transpose_second = false;  // cuBLASLt's op(A), op(B)
   int64_t m = 0, n = 0, k = 0;                             // cuBLASLt's: m = kiln's N, n = kiln's M
   int64_t batch = 1;
@@ -54,5 +56,8 @@ bool gemm_layout_ok(const TensorRef& t);
 // contiguous [batch..., M, N].
 GemmPlan plan_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, bool transpose_a,
                    bool transpose_b);
+
+// The problem of one dense row-major product (one launch, no batch).
+GemmProblem plan_dense_gemm(const DenseGemm& g);
 
 }  // namespace kiln::cuda

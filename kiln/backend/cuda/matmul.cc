@@ -12,6 +12,7 @@
 
 #include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/cublaslt.h"
+#include "kiln/backend/cuda/dense_gemm.h"
 #include "kiln/backend/cuda/gemm_plan.h"
 #include "kiln/backend/cuda/scratch.h"
 #include "kiln/backend/cuda/stream.h"
@@ -21,9 +22,7 @@
 namespace kiln::cuda {
 namespace {
 
-// cuBLASLt's recommended workspace on Hopper. Part of every choice of
-// algorithm, so it is fixed.
-constexpr uint64_t kMaxWorkspace = uint64_t(32) << 20;
+constexpr uint64_t kMaxWorkspace = kGemmWorkspace;
 
 cudaDataType_t data_type(DType t) {
   switch (t) {
@@ -49,7 +48,8 @@ void set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr
 }
 
 std::string describe(const GemmProblem& p) {
-  return cat(dtype_name(p.dtype), " [", p.n, ",", p.k, "] x [", p.k, ",", p.m, "]",
+  return cat(dtype_name(p.dtype), p.out_dtype != p.dtype ? cat(" to ", dtype_name(p.out_dtype)) : "",
+             " [", p.n, ",", p.k, "] x [", p.k, ",", p.m, "]",
              p.batch > 1 ? cat(" in a batch of ", p.batch) : std::string());
 }
 
@@ -69,7 +69,7 @@ struct Prepared {
     const cudaDataType_t type = data_type(p.dtype);
     first = layout(type, p.first, p.batch);
     second = layout(type, p.second, p.batch);
-    out = layout(type, p.out, p.batch);
+    out = layout(data_type(p.out_dtype), p.out, p.batch);
 
     cublasLtMatmulPreference_t pref = nullptr;
     KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -123,6 +123,19 @@ const Prepared& prepared(const GemmProblem& p) {
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// Runs a prepared problem once: cuBLASLt's first operand is kiln's b.
+void launch(const Prepared& g, DType dtype, const void* a, const void* b, void* c, bool accumulate,
+            void* workspace) {
+  const float alpha32 = 1, beta32 = accumulate ? 1 : 0;
+  const double alpha64 = 1, beta64 = accumulate ? 1 : 0;
+  const bool f64 = dtype == DType::f64;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  KILN_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), g.desc, alpha, b, g.first, a, g.second, beta,
+                                   c, g.out, c, g.out, &g.algo, workspace, g.workspace,
+                                   current_stream()));
+}
+
 void matmul_kernel(const KernelArgs& args) {
   TensorRef a = args.in[0], b = args.in[1];
   const TensorRef& c = args.out[0];
@@ -155,18 +168,9 @@ void matmul_kernel(const KernelArgs& args) {
   }
   const Prepared& g = prepared(p);
   void* workspace = !g.workspace ? nullptr : copies ? copies + copied : scratch(g.workspace);
-  const float alpha32 = 1, beta32 = 0;
-  const double alpha64 = 1, beta64 = 0;
-  const bool f64 = p.dtype == DType::f64;
-  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
-  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
   auto at = [size](void* base, int64_t offset) { return static_cast<char*>(base) + offset * int64_t(size); };
-  for (const GemmLaunch& l : plan.launches) {
-    void* out = at(c.data, l.c);
-    KILN_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), g.desc, alpha, at(b.data, l.b), g.first,
-                                     at(a.data, l.a), g.second, beta, out, g.out, out, g.out,
-                                     &g.algo, workspace, g.workspace, stream));
-  }
+  for (const GemmLaunch& l : plan.launches)
+    launch(g, p.dtype, at(a.data, l.a), at(b.data, l.b), at(c.data, l.c), false, workspace);
 }
 
 const KernelRegistrar registrations[] = {
@@ -174,4 +178,12 @@ const KernelRegistrar registrations[] = {
 };
 
 }  // namespace
+
+void dense_gemm(const DenseGemm& g) {
+  if (g.m == 0 || g.n == 0) return;
+  KILN_CHECK(g.k > 0, "dense_gemm (CUDA): an empty sum (k = 0) is the caller's to handle");
+  const GemmProblem p = plan_dense_gemm(g);
+  const Prepared& prep = prepared(p);
+  launch(prep, p.dtype, g.a, g.b, g.c, g.accumulate, prep.workspace ? g.workspace : nullptr);
+}
 }  // namespace kiln::cuda

@@ -183,6 +183,32 @@ TEST(GemmPlan, LayoutsCuBlasLtCannotReadAreCopiedFirst) {
   EXPECT_NE(e.find("is neither row- nor column-major"), std::string::npos) << e;
 }
 
+TEST(GemmPlan, ADenseProductPlansAsTheMatmulOfItsViews) {
+  // dense_gemm's problem equals plan_gemm's for tensors of the same layout,
+  // transposes included; its output dtype may differ from the operands'.
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const Shape a = ta ? Shape{7, 3} : Shape{3, 7}, b = tb ? Shape{5, 7} : Shape{7, 5};
+      cuda::GemmProblem want = problem(DType::bf16, a, b, {3, 5}, ta, tb);
+      cuda::DenseGemm g{.in = DType::bf16, .out = DType::bf16, .transpose_a = ta, .transpose_b = tb,
+                        .m = 3, .n = 5, .k = 7, .a = reinterpret_cast<void*>(1 << 20),
+                        .lda = a[1], .b = reinterpret_cast<void*>(1 << 20), .ldb = b[1],
+                        .c = reinterpret_cast<void*>(1 << 20), .ldc = 5};
+      EXPECT_EQ(cuda::plan_dense_gemm(g), want) << ta << tb;
+      g.out = DType::f32;
+      EXPECT_EQ(cuda::plan_dense_gemm(g).out_dtype, DType::f32);
+    }
+  }
+  // A row stride wider than the row (a tile of a larger matrix).
+  cuda::DenseGemm tile{.in = DType::f32, .out = DType::f32, .transpose_b = true, .m = 4, .n = 6,
+                       .k = 8, .a = reinterpret_cast<void*>(1 << 20), .lda = 8,
+                       .b = reinterpret_cast<void*>((1 << 20) + 64), .ldb = 8,
+                       .c = reinterpret_cast<void*>(1 << 20), .ldc = 10};
+  cuda::GemmProblem p = cuda::plan_dense_gemm(tile);
+  EXPECT_EQ(p.out.ld, 10);
+  EXPECT_EQ(p.first.align, 64);
+}
+
 TEST(CudaOutOfMemory, NamesTheRequestTheDeviceAndWhatToTry) {
   MemoryStats stats;
   stats.reserved = int64_t(100) << 30;

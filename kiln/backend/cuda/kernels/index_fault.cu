@@ -10,8 +10,8 @@
 namespace kiln::cuda {
 namespace {
 
-const char* const kIndexOpNames[] = {"gather",    "scatter_add", "index_select",
-                                     "index_add", "embedding",   "one_hot"};
+const char* const kIndexOpNames[] = {"gather",    "scatter_add", "index_select",        "index_add",
+                                     "embedding", "one_hot",     "linear_cross_entropy"};
 
 std::mutex slots_mutex;
 std::unordered_map<int, IndexFault*> slots;  // by device

@@ -8,8 +8,10 @@
 
 namespace kiln::cuda {
 
-// The ops whose kernels report faults; kIndexOpNames names them in messages.
-enum class IndexOp : int { gather, scatter_add, index_select, index_add, embedding, one_hot };
+// The ops whose kernels report faults (linear_cross_entropy: its targets); kIndexOpNames names them in messages.
+enum class IndexOp : int {
+  gather, scatter_add, index_select, index_add, embedding, one_hot, linear_cross_entropy
+};
 
 struct IndexFault {
   unsigned int set;  // 0 until a kernel records a fault

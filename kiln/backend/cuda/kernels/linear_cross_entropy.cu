@@ -1,0 +1,288 @@
+// Fused linear cross-entropy on CUDA, with the CPU kernel's structure
+// (kiln/backend/cpu/linear_cross_entropy.cc): the vocabulary is cut into
+// tiles; each tile's logits (h @ w_tile^T, a cuBLASLt product into one
+// [tokens, tile] f32 scratch block) are folded into each row's running max
+// and sum of exponentials, and the target's logit is picked out, so the
+// [tokens, vocab] logits never exist. The backward recomputes each tile's
+// logits, forms G = softmax * dsoft - onehot * dtarget, adds G @ w_tile to
+// dh and writes G^T @ h to the tile's rows of dw.
+//
+// Products take the inputs' dtype with f32 accumulation (f64 for f64): for
+// bf16/f16 inputs the logits come out in f32 and G is rounded to the input
+// dtype for the two products, as bf16 compute does. A tile is at most 8192
+// columns, fewer where the [tokens, tile] block would pass 256 MiB. Targets are checked on the device: a bad
+// one is reported as an error when the stream next synchronises.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kiln/backend/cuda/dense_gemm.h"
+#include "kiln/backend/cuda/kernels/common.cuh"
+#include "kiln/backend/cuda/kernels/index_fault.h"
+#include "kiln/backend/cuda/scratch.h"
+#include "kiln/codegen/math.h"
+
+namespace kiln::cuda {
+namespace {
+
+namespace math = codegen::math;
+
+constexpr int kRowsPerBlock = 8;  // warps per block, a row each
+constexpr long long kBlockBytes = (long long)(256) << 20;  // the logits block, at most
+constexpr long long kMaxTile = 8192;                          // vocabulary columns per tile
+
+// Targets (i32 or i64) and where a bad one is reported.
+struct Targets {
+  const void* data;
+  bool wide;
+  long long ignore, vocab;
+  IndexFault* fault;
+  __device__ long long operator[](long long r) const {
+    return wide ? static_cast<const long long*>(data)[r] : static_cast<const int*>(data)[r];
+  }
+  // The row's target, or -1 when it is ignored or out of range (reported).
+  __device__ long long class_of(long long r) const {
+    const long long t = (*this)[r];
+    if (t == ignore) return -1;
+    if (t >= 0 && t < vocab) return t;
+    if (atomicCAS(&fault->set, 0u, 1u) == 0u) {
+      fault->op = int(IndexOp::linear_cross_entropy);
+      fault->axis = -1;
+      fault->value = t;
+      fault->position = r;
+      fault->size = vocab;
+    }
+    return -1;
+  }
+};
+
+Targets targets_of(const KernelArgs& a, long long vocab) {
+  const TensorRef& t = a.in[2];
+  KILN_CHECK(t.dtype == DType::i32 || t.dtype == DType::i64, a.op.name,
+             " (CUDA): targets must be i32 or i64, got ", dtype_name(t.dtype));
+  return {t.data, t.dtype == DType::i64, a.attrs.i("ignore_index"), vocab, index_fault_slot()};
+}
+
+// The calling warp's row, or -1 past the last (warp-uniform).
+__device__ long long warp_row(long long rows) {
+  const long long row = (long long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+  return row < rows ? row : -1;
+}
+unsigned row_blocks(long long rows) { return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+template <class C>
+__device__ C warp_max(C x) {
+  for (int off = 16; off > 0; off /= 2) {
+    const C y = __shfl_xor_sync(0xffffffffu, x, off);
+    x = x < y ? y : x;
+  }
+  return x;
+}
+template <class C>
+__device__ C warp_sum(C x) {
+  for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+template <class C>
+__global__ void start_rows_k(C* m, C* l, C* picked, long long rows) {
+  for (long long r = grid_start(); r < rows; r += grid_step()) {
+    m[r] = -C(INFINITY);
+    l[r] = 0;
+    picked[r] = 0;
+  }
+}
+
+// Folds logits[rows, width] (vocabulary columns v0..) into each row's
+// running max m and sum l, and picks the target's logit.
+template <class C>
+__global__ void fold_tile_k(const C* logits, long long width, long long v0, Targets targets, C* m,
+                            C* l, C* picked, long long rows) {
+  const long long r = warp_row(rows);
+  if (r < 0) return;
+  const int lane = threadIdx.x % 32;
+  const C* z = logits + r * width;
+  C mx = -C(INFINITY);
+  for (long long c = lane; c < width; c += 32) mx = mx < z[c] ? z[c] : mx;
+  mx = warp_max(mx);
+  const C mn = m[r] < mx ? mx : m[r];
+  C s = 0;
+  for (long long c = lane; c < width; c += 32) s += math::exp(z[c] - mn);
+  s = warp_sum(s);
+  if (lane != 0) return;
+  l[r] = l[r] * math::exp(m[r] - mn) + s;
+  m[r] = mn;
+  const long long t = targets.class_of(r);
+  if (t >= v0 && t < v0 + width) picked[r] = z[t - v0];
+}
+
+// Each row's log-sum-exp and loss (0 where the target is ignored).
+template <class C>
+__global__ void finish_rows_k(const C* m, const C* l, const C* picked, Targets targets, C* lse,
+                              C* row_loss, long long rows) {
+  for (long long r = grid_start(); r < rows; r += grid_step()) {
+    lse[r] = m[r] + math::log(l[r]);
+    row_loss[r] = targets.class_of(r) >= 0 ? lse[r] - picked[r] : C(0);
+  }
+}
+
+// loss[0] = the sum (or the mean over rows with a target) of the row
+// losses, summed in f64 in one fixed order by one warp.
+template <class C>
+__global__ void reduce_k(const C* row_loss, Targets targets, bool mean, C* loss, long long rows) {
+  const int lane = threadIdx.x;
+  double total = 0, count = 0;
+  for (long long r = lane; r < rows; r += 32) {
+    total += double(row_loss[r]);
+    count += targets.class_of(r) >= 0 ? 1 : 0;
+  }
+  for (int k = 0; k < 32; ++k) {  // lanes in order
+    const double t = __shfl_sync(0xffffffffu, total, k), n = __shfl_sync(0xffffffffu, count, k);
+    if (lane == 0 && k > 0) total += t, count += n;
+  }
+  if (lane == 0) loss[0] = C(mean ? total / count : total);  // NaN without targets, as torch
+}
+
+// g[r, c] = exp(z - lse[r]) * dsoft[r] - (c is r's target) * dtarget[r],
+// rounded to the products' dtype T.
+template <class T, class C>
+__global__ void grad_tile_k(const C* logits, T* g, long long width, long long v0, Targets targets,
+                            const C* lse, const C* dsoft, const C* dtarget, long long n) {
+  for (long long e = grid_start(); e < n; e += grid_step()) {
+    const long long r = e / width, c = e % width;
+    C v = math::exp(logits[e] - lse[r]) * dsoft[r];
+    if (targets.class_of(r) == v0 + c) v -= dtarget[r];
+    g[e] = narrow<T>(v);
+  }
+}
+
+template <class T, class C>
+__global__ void narrow_k(const C* x, T* out, long long n) {
+  for (long long e = grid_start(); e < n; e += grid_step()) out[e] = narrow<T>(x[e]);
+}
+
+// The shapes and the vocabulary tile both passes share.
+struct Shapes {
+  long long rows, dim, vocab, tile;
+  explicit Shapes(const KernelArgs& a)
+      : rows(a.in[0].shape[0]), dim(a.in[0].shape[1]), vocab(a.in[1].shape[0]) {
+    const long long fit = kBlockBytes / (std::max(rows, 1LL) * 4);
+    tile = std::min({vocab, kMaxTile, std::max(256LL, fit / 128 * 128)});
+  }
+};
+
+// Carves one scratch request into aligned pieces.
+class Carver {
+ public:
+  explicit Carver(const std::initializer_list<size_t>& bytes) {
+    size_t total = 0;
+    for (size_t b : bytes) total += round(b);
+    base_ = static_cast<char*>(scratch(total));
+  }
+  template <class X>
+  X* take(size_t count) {
+    X* p = reinterpret_cast<X*>(base_ + at_);
+    at_ += round(count * sizeof(X));
+    return p;
+  }
+
+ private:
+  static size_t round(size_t b) { return (b + 255) / 256 * 256; }
+  char* base_;
+  size_t at_ = 0;
+};
+
+// logits[rows, width] = h @ w[v0 .. v0 + width]^T, in the compute type.
+template <class T, class C>
+void tile_logits(const KernelArgs& a, const Shapes& s, long long v0, long long width, C* logits,
+                 void* workspace) {
+  dense_gemm({.in = a.in[0].dtype, .out = dtype_of<C>::value, .transpose_b = true, .m = s.rows,
+              .n = width, .k = s.dim, .a = a.in[0].data, .lda = s.dim,
+              .b = a.in[1].ptr<const T>() + v0 * s.dim, .ldb = s.dim, .c = logits, .ldc = width,
+              .workspace = workspace});
+}
+
+void forward(const KernelArgs& a) {
+  visit_floating_storage(a.in[0].dtype, "linear_cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const Shapes s(a);
+    const Targets targets = targets_of(a, s.vocab);
+    const std::string& reduction = a.attrs.s("reduction");
+    C* lse = a.out[1].ptr<C>();
+    Carver carve({size_t(s.rows * s.tile) * sizeof(C), size_t(s.rows) * sizeof(C) * 4,
+                  size_t(s.dim ? kGemmWorkspace : 0)});
+    C* logits = carve.take<C>(size_t(s.rows * s.tile));
+    C *m = carve.take<C>(size_t(s.rows)), *l = carve.take<C>(size_t(s.rows));
+    C *picked = carve.take<C>(size_t(s.rows)), *row_loss = carve.take<C>(size_t(s.rows));
+    void* workspace = carve.take<char>(s.dim ? kGemmWorkspace : 0);
+    launch_n(start_rows_k<C>, s.rows, m, l, picked);
+    for (long long v0 = 0; v0 < s.vocab && s.rows > 0; v0 += s.tile) {
+      const long long width = std::min(s.tile, s.vocab - v0);
+      if (s.dim > 0) {
+        tile_logits<T, C>(a, s, v0, width, logits, workspace);
+      } else {
+        KILN_CUDA_CHECK(cudaMemsetAsync(logits, 0, size_t(s.rows * width) * sizeof(C), current_stream()));
+      }
+      fold_tile_k<C><<<row_blocks(s.rows), 32 * kRowsPerBlock, 0, current_stream()>>>(
+          logits, width, v0, targets, m, l, picked, s.rows);
+      KILN_CUDA_CHECK_LAUNCH();
+    }
+    C* out = a.out[0].ptr<C>();
+    launch_n(finish_rows_k<C>, s.rows, m, l, picked, targets, lse,
+             reduction == "none" ? out : row_loss);
+    if (reduction != "none") {
+      reduce_k<C><<<1, 32, 0, current_stream()>>>(row_loss, targets, reduction == "mean", out,
+                                                   s.rows);
+      KILN_CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+void backward(const KernelArgs& a) {
+  visit_floating_storage(a.in[0].dtype, "linear_cross_entropy_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const Shapes s(a);
+    const Targets targets = targets_of(a, s.vocab);
+    const C *lse = a.in[3].ptr<C>(), *dsoft = a.in[4].ptr<C>(), *dtarget = a.in[5].ptr<C>();
+    T *dh_out = a.out[0].ptr<T>(), *dw_out = a.out[1].ptr<T>();
+    cudaStream_t stream = current_stream();
+    if (s.rows == 0 || s.dim == 0 || s.vocab == 0) {  // no products: the sums are empty
+      KILN_CUDA_CHECK(cudaMemsetAsync(dh_out, 0, size_t(s.rows * s.dim) * sizeof(T), stream));
+      KILN_CUDA_CHECK(cudaMemsetAsync(dw_out, 0, size_t(s.vocab * s.dim) * sizeof(T), stream));
+      return;
+    }
+    // dh accumulates over tiles in C: in the output itself when it is C.
+    constexpr bool direct = std::is_same_v<T, C>;
+    Carver carve({size_t(s.rows * s.tile) * sizeof(C), direct ? 0 : size_t(s.rows * s.tile) * sizeof(T),
+                  direct ? 0 : size_t(s.rows * s.dim) * sizeof(C), size_t(kGemmWorkspace)});
+    C* logits = carve.take<C>(size_t(s.rows * s.tile));
+    T* g = direct ? reinterpret_cast<T*>(logits) : carve.take<T>(size_t(s.rows * s.tile));
+    C* dh = direct ? reinterpret_cast<C*>(dh_out) : carve.take<C>(size_t(s.rows * s.dim));
+    void* workspace = carve.take<char>(kGemmWorkspace);
+    for (long long v0 = 0; v0 < s.vocab; v0 += s.tile) {
+      const long long width = std::min(s.tile, s.vocab - v0);
+      tile_logits<T, C>(a, s, v0, width, logits, workspace);
+      launch_n(grad_tile_k<T, C>, s.rows * width, logits, g, width, v0, targets, lse, dsoft,
+               dtarget);
+      // dh (+)= G @ w_tile; dw_tile = G^T @ h.
+      dense_gemm({.in = a.in[0].dtype, .out = dtype_of<C>::value, .m = s.rows, .n = s.dim, .k = width,
+                  .a = g, .lda = width, .b = a.in[1].ptr<const T>() + v0 * s.dim, .ldb = s.dim,
+                  .c = dh, .ldc = s.dim, .accumulate = v0 > 0, .workspace = workspace});
+      dense_gemm({.in = a.in[0].dtype, .out = a.in[0].dtype, .transpose_a = true, .m = width,
+                  .n = s.dim, .k = s.rows, .a = g, .lda = width, .b = a.in[0].data, .ldb = s.dim,
+                  .c = dw_out + v0 * s.dim, .ldc = s.dim, .workspace = workspace});
+    }
+    if (!direct) launch_n(narrow_k<T, C>, s.rows * s.dim, dh, dh_out);
+  });
+}
+
+const KernelRegistrar registrations[] = {
+    {DeviceKind::cuda, "linear_cross_entropy", {forward, false}},
+    {DeviceKind::cuda, "linear_cross_entropy_backward", {backward, false}},
+};
+
+}  // namespace
+}  // namespace kiln::cuda
