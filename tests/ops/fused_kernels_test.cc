@@ -233,67 +233,29 @@ TEST(LinearCrossEntropy, RejectsBadInputs) {
 
 // ---------------------------------------------------------- grouped matmul
 
-struct GroupCase {
-  std::vector<int64_t> sizes;
-  int64_t k, n;
-  int64_t padding = 0;  // rows past the last group
-};
-
-std::vector<Tensor> group_inputs(const GroupCase& c, bool transpose_w, DType dt, uint64_t seed,
-                                 DType size_dtype = DType::i64) {
-  int64_t rows = c.padding;
-  for (int64_t s : c.sizes) rows += s;
-  int64_t e = int64_t(c.sizes.size());
-  Shape ws = transpose_w ? Shape{e, c.n, c.k} : Shape{e, c.k, c.n};
-  return {random_tensor({rows, c.k}, dt, seed), random_tensor(ws, dt, seed + 1),
-          from_vector(c.sizes, {e}).to(size_dtype)};
-}
-
-// Random sizes for e experts, about `mean` rows each, some empty.
-std::vector<int64_t> random_sizes(int64_t e, int64_t mean, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> s(static_cast<size_t>(e));
-  for (auto& x : s) x = rng() % 4 == 0 ? 0 : int64_t(rng() % uint64_t(2 * mean + 1));
-  return s;
-}
-
-const GroupCase kGroupCases[] = {
-    {{3}, 4, 5},
-    {{3, 0, 5, 1}, 8, 6},
-    {{0, 0, 7}, 5, 3},
-    {{0, 0, 0}, 4, 4},  // no rows at all
-    {{130, 1, 64, 70}, 16, 24},  // groups over several row blocks
-    {random_sizes(16, 20, 1), 12, 20},
-    {random_sizes(64, 5, 2), 8, 16},
-    {{3, 0, 2}, 4, 5, 7},       // padding rows (an expert-parallel receive buffer)
-    {{0, 0}, 3, 2, 4},          // only padding
-    {{70, 5}, 8, 6, 100},       // padding over several row blocks
-};
-
 TEST(GroupedMatmul, MatchesCompositeForwardAndBackward) {
   uint64_t seed = 1;
-  for (const GroupCase& c : kGroupCases)
+  for (const GroupCase& c : group_cases())
     for (bool tw : {true, false})
       for (DType dt : kFusedDtypes)
         expect_same("grouped_matmul", {{"transpose_w", tw}}, group_inputs(c, tw, dt, seed += 10),
-                    tol_for(dt), cat(dtype_name(dt), " experts ", c.sizes.size(), tw ? " [E,N,K]" : " [E,K,N]"));
+                    tol_for(dt), describe(c, tw, dt));
 }
 
 TEST(GroupedMatmul, WeightGradMatchesComposite) {
   uint64_t seed = 1;
-  for (const GroupCase& c : kGroupCases)
+  for (const GroupCase& c : group_cases())
     for (DType dt : kFusedDtypes) {
-      std::vector<Tensor> in = group_inputs(c, true, dt, seed += 10);
-      Tensor b = random_tensor({in[0].dim(0), c.n}, dt, seed + 5);
+      std::vector<Tensor> in = weight_grad_inputs(c, dt, seed += 10);
       // With no rows the composite's gradient trips over matmul's vjp
       // (reshaping an empty [E, P, 0] operand to [-1, 0]).
-      expect_same("grouped_matmul_weight_grad", {}, {in[0], b, in[2]}, tol_for(dt),
-                  cat(dtype_name(dt), " experts ", c.sizes.size()), in[0].dim(0) > 0);
+      expect_same("grouped_matmul_weight_grad", {}, in, tol_for(dt), describe(c, true, dt),
+                  in[0].dim(0) > 0);
     }
 }
 
 TEST(GroupedMatmul, EqualsPerExpertMatmuls) {
-  const GroupCase& c = kGroupCases[4];
+  const GroupCase& c = group_cases()[4];
   std::vector<Tensor> in = group_inputs(c, true, DType::f64, 3, DType::i32);
   Tensor y = grouped_matmul(in[0], in[1], in[2]);
   int64_t row = 0;
@@ -326,9 +288,9 @@ TEST(GroupedMatmul, GradientsMatchFiniteDifferences) {
 }
 
 TEST(GroupedMatmul, SameBitsForAnyThreadCount) {
-  expect_thread_independent("grouped_matmul", {}, group_inputs(kGroupCases[5], true, DType::f32, 4));
+  expect_thread_independent("grouped_matmul", {}, group_inputs(group_cases()[5], true, DType::f32, 4));
   expect_thread_independent("grouped_matmul", {},
-                            group_inputs(kGroupCases[4], true, DType::bf16, 4));
+                            group_inputs(group_cases()[4], true, DType::bf16, 4));
 }
 
 TEST(GroupedMatmul, RejectsBadInputs) {
@@ -368,7 +330,7 @@ TEST(FusedOps, HalfPrecision) {
               attention_inputs(attention_cases()[9], DType::f16, 1), tol, "f16");
   expect_same("linear_cross_entropy", lce_attrs(lce_cases()[3]),
               lce_inputs(lce_cases()[3], DType::f16, 2), tol, "f16");
-  expect_same("grouped_matmul", {}, group_inputs(kGroupCases[4], true, DType::f16, 3), tol, "f16");
+  expect_same("grouped_matmul", {}, group_inputs(group_cases()[4], true, DType::f16, 3), tol, "f16");
   Tensor x = random_tensor({3, 40}, DType::f16, 4, -2, 2), w = random_tensor({40}, DType::f16, 5);
   expect_same("rms_norm", {{"eps", 1e-6}}, {x, w}, tol, "f16");
   expect_same("silu_mul", {}, {x, random_tensor({3, 40}, DType::f16, 6)}, tol, "f16");

@@ -198,4 +198,47 @@ std::string describe(const LceCase& c, DType dt) {
              " ignored ", c.ignored);
 }
 
+std::vector<Tensor> group_inputs(const GroupCase& c, bool transpose_w, DType dt, uint64_t seed,
+                                 DType size_dtype) {
+  int64_t rows = c.padding;
+  for (int64_t s : c.sizes) rows += s;
+  int64_t e = int64_t(c.sizes.size());
+  Shape ws = transpose_w ? Shape{e, c.n, c.k} : Shape{e, c.k, c.n};
+  return {random_tensor({rows, c.k}, dt, seed), random_tensor(ws, dt, seed + 1),
+          from_vector(c.sizes, {e}).to(size_dtype)};
+}
+
+std::vector<Tensor> weight_grad_inputs(const GroupCase& c, DType dt, uint64_t seed) {
+  std::vector<Tensor> in = group_inputs(c, true, dt, seed);
+  return {in[0], random_tensor({in[0].dim(0), c.n}, dt, seed + 5), in[2]};
+}
+
+std::vector<int64_t> random_sizes(int64_t e, int64_t mean, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> s(static_cast<size_t>(e));
+  for (auto& x : s) x = rng() % 4 == 0 ? 0 : int64_t(rng() % uint64_t(2 * mean + 1));
+  return s;
+}
+
+const std::vector<GroupCase>& group_cases() {
+  static const std::vector<GroupCase> cases = {
+      {{3}, 4, 5},
+      {{3, 0, 5, 1}, 8, 6},
+      {{0, 0, 7}, 5, 3},
+      {{0, 0, 0}, 4, 4},           // no rows at all
+      {{130, 1, 64, 70}, 16, 24},  // groups over several row blocks
+      {random_sizes(16, 20, 1), 12, 20},
+      {random_sizes(64, 5, 2), 8, 16},
+      {{3, 0, 2}, 4, 5, 7},  // padding rows (an expert-parallel receive buffer)
+      {{0, 0}, 3, 2, 4},     // only padding
+      {{70, 5}, 8, 6, 100},  // padding over several row blocks
+  };
+  return cases;
+}
+
+std::string describe(const GroupCase& c, bool transpose_w, DType dt) {
+  return cat(dtype_name(dt), " experts ", c.sizes.size(), " k ", c.k, " n ", c.n, " padding ",
+             c.padding, transpose_w ? " [E,N,K]" : " [E,K,N]");
+}
+
 }  // namespace kiln::test

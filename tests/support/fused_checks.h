@@ -94,4 +94,23 @@ ir::Attrs lce_attrs(const LceCase& c);
 const std::vector<LceCase>& lce_cases();
 std::string describe(const LceCase& c, DType dt);
 
+// ------------------------------------------------------- grouped matmul
+
+struct GroupCase {
+  std::vector<int64_t> sizes;
+  int64_t k, n;
+  int64_t padding = 0;  // rows past the last group
+};
+
+// x [rows, k], w ([E, n, k] with transpose_w, else [E, k, n]) and the sizes, on the CPU.
+std::vector<Tensor> group_inputs(const GroupCase& c, bool transpose_w, DType dt, uint64_t seed,
+                                 DType size_dtype = DType::i64);
+// a [rows, k], b [rows, n] and the sizes of grouped_matmul_weight_grad, on the CPU.
+std::vector<Tensor> weight_grad_inputs(const GroupCase& c, DType dt, uint64_t seed);
+// Random sizes for e experts, about `mean` rows each, some empty.
+std::vector<int64_t> random_sizes(int64_t e, int64_t mean, uint64_t seed);
+// Empty groups, no rows, groups over several row blocks, padding rows.
+const std::vector<GroupCase>& group_cases();
+std::string describe(const GroupCase& c, bool transpose_w, DType dt);
+
 }  // namespace kiln::test

@@ -10,8 +10,11 @@
 namespace kiln::cuda {
 namespace {
 
-const char* const kIndexOpNames[] = {"gather",    "scatter_add", "index_select",        "index_add",
-                                     "embedding", "one_hot",     "linear_cross_entropy"};
+const char* const kIndexOpNames[] = {"gather",         "scatter_add",
+                                     "index_select",   "index_add",
+                                     "embedding",      "one_hot",
+                                     "linear_cross_entropy", "grouped_matmul",
+                                     "grouped_matmul_weight_grad"};
 
 std::mutex slots_mutex;
 std::unordered_map<int, IndexFault*> slots;  // by device
@@ -43,6 +46,10 @@ std::string take_index_fault(int device) {
   if (!f.set) return "";
   const IndexFault cleared{};
   KILN_CUDA_CHECK(cudaMemcpy(slot, &cleared, sizeof f, cudaMemcpyDefault));
+  if (f.op == int(IndexOp::grouped_matmul) || f.op == int(IndexOp::grouped_matmul_weight_grad))
+    return cat(kIndexOpNames[f.op], " (CUDA): group_sizes[", f.position, "] is ", f.value,
+               " but ", f.size, " rows are left for it; group sizes must not be negative and "
+               "must sum to at most the number of rows");
   std::string range = f.axis >= 0 ? cat("axis ", f.axis, " of size ", f.size)
                                   : cat("a range of size ", f.size);
   return cat(kIndexOpNames[f.op], " (CUDA): index ", f.value, " is out of range for ", range,

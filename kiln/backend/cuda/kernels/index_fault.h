@@ -8,9 +8,11 @@
 
 namespace kiln::cuda {
 
-// The ops whose kernels report faults (linear_cross_entropy: its targets); kIndexOpNames names them in messages.
+// The ops whose kernels report faults (linear_cross_entropy: its targets;
+// the grouped ones: a group size, at `position`, with `size` rows left); kIndexOpNames names them in messages.
 enum class IndexOp : int {
-  gather, scatter_add, index_select, index_add, embedding, one_hot, linear_cross_entropy
+  gather, scatter_add, index_select, index_add, embedding, one_hot, linear_cross_entropy,
+  grouped_matmul, grouped_matmul_weight_grad
 };
 
 struct IndexFault {
