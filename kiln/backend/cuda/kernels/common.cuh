@@ -1,6 +1,6 @@
 // What the hand-written CUDA kernels share: loads and stores in the compute
 // type (f32 for 16-bit floats, as on the CPU), the floating dtype dispatch,
-// grid-stride loops and the launch check.
+// grid-stride loops, shared memory and the launch check.
 #pragma once
 #include <type_traits>
 
@@ -36,6 +36,19 @@ void visit_floating_storage(DType t, const std::string& op, F&& f) {
 __device__ inline long long grid_start() { return blockIdx.x * (long long)blockDim.x + threadIdx.x; }
 __device__ inline long long grid_step() { return (long long)gridDim.x * blockDim.x; }
 
+// Memory a block shares: KILN_BLOCK_SHARED declares a static array of it,
+// dynamic_shared() is the launch's dynamic part. A host build of the
+// kernels (tests/backend/cuda/emulated.h, which runs them on the CPU) gives
+// its own definitions.
+#if !defined(KILN_CUDA_EMULATED)
+#define KILN_BLOCK_SHARED __shared__
+__device__ inline unsigned char* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char kiln_dynamic_shared[];
+  return kiln_dynamic_shared;
+}
+#endif
+
+#if defined(__CUDACC__)
 // Launches kernel(args..., n) over n elements on the current stream.
 template <class... P, class... A>
 void launch_n(void (*kernel)(P...), long long n, A... args) {
@@ -43,5 +56,6 @@ void launch_n(void (*kernel)(P...), long long n, A... args) {
   kernel<<<grid_for(n), kBlock, 0, current_stream()>>>(args..., n);
   KILN_CUDA_CHECK_LAUNCH();
 }
+#endif
 
 }  // namespace kiln::cuda

@@ -1,0 +1,126 @@
+// Runs kiln's CUDA kernels on the CPU, to check their indexing, masking and
+// synchronisation where there is no GPU. Include this first, then a kernel
+// header of kiln/backend/cuda/kernels (its device code compiles as host
+// C++); launch() runs the grid block by block, each block as blockDim.x
+// std::threads meeting at real barriers for __syncthreads and, per warp of
+// 32, for the shuffles. Shared memory is a static array (KILN_BLOCK_SHARED)
+// or the block's dynamic buffer. Not emulated: tensor-core fragments (the
+// kernels' host build takes their scalar path), atomics beyond atomicCAS,
+// warp-divergent shuffles (kiln's kernels shuffle with every lane).
+#pragma once
+#define KILN_CUDA_EMULATED 1
+#define KILN_BLOCK_SHARED static
+#define __launch_bounds__(...)
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local dim3 blockDim, gridDim;
+
+namespace kiln::cuda::emulated {
+
+struct Block {
+  Block(int threads, size_t dynamic_bytes) : all(threads), dynamic(dynamic_bytes / 16 + 1) {
+    for (int w = 0; w * 32 < threads; ++w) {
+      warps.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
+      slots.emplace_back();
+    }
+  }
+  std::barrier<> all;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<std::array<uint64_t, 32>> slots;  // a warp's shuffle exchange
+  std::atomic<int> any{0};                      // __syncthreads_or
+  struct alignas(16) Chunk {
+    unsigned char bytes[16];
+  };
+  std::vector<Chunk> dynamic;
+};
+
+inline thread_local Block* current = nullptr;
+
+// A warp's exchange: each lane offers v and takes lane `from`'s.
+template <class T>
+T exchange(T v, int from) {
+  static_assert(sizeof(T) <= 8);
+  Block& b = *current;
+  const int w = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof v);
+  b.slots[size_t(w)][size_t(lane)] = bits;
+  b.warps[size_t(w)]->arrive_and_wait();
+  const uint64_t got = b.slots[size_t(w)][size_t(from)];
+  b.warps[size_t(w)]->arrive_and_wait();  // every lane has read before the next offer
+  T r;
+  std::memcpy(&r, &got, sizeof r);
+  return r;
+}
+
+// Runs kernel(args...) over `grid` blocks of `threads` threads with
+// `dynamic_bytes` of dynamic shared memory, one block after another.
+template <class... P, class... A>
+void launch(dim3 grid, int threads, size_t dynamic_bytes, void (*kernel)(P...), A... args) {
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        Block block(threads, dynamic_bytes);
+        std::vector<std::thread> team;
+        for (int t = 0; t < threads; ++t)
+          team.emplace_back([&, t] {
+            threadIdx = {unsigned(t), 0, 0};
+            blockIdx = {x, y, z};
+            blockDim = dim3(unsigned(threads));
+            gridDim = grid;
+            current = &block;
+            kernel(args...);
+            // A thread that has returned no longer holds the others up.
+            block.warps[size_t(t / 32)]->arrive_and_drop();
+            block.all.arrive_and_drop();
+          });
+        for (std::thread& th : team) th.join();
+      }
+}
+
+}  // namespace kiln::cuda::emulated
+
+inline void __syncthreads() { kiln::cuda::emulated::current->all.arrive_and_wait(); }
+
+inline int __syncthreads_or(int predicate) {
+  kiln::cuda::emulated::Block& b = *kiln::cuda::emulated::current;
+  b.all.arrive_and_wait();  // the previous call's readers are done
+  if (predicate) b.any.store(1);
+  b.all.arrive_and_wait();
+  const int any = b.any.load();
+  b.all.arrive_and_wait();
+  if (threadIdx.x == 0) b.any.store(0);  // before thread 0 reaches the next call's first barrier
+  return any;
+}
+
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+  return kiln::cuda::emulated::exchange(v, int(threadIdx.x % 32) ^ lane_mask);
+}
+
+template <class T>
+T __shfl_sync(unsigned, T v, int src_lane) {
+  return kiln::cuda::emulated::exchange(v, src_lane);
+}
+
+inline unsigned atomicCAS(unsigned* address, unsigned compare, unsigned value) {
+  std::atomic_ref<unsigned>(*address).compare_exchange_strong(compare, value);
+  return compare;  // the old value
+}
+
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+
+namespace kiln::cuda {
+inline unsigned char* dynamic_shared() { return emulated::current->dynamic.data()->bytes; }
+}  // namespace kiln::cuda
