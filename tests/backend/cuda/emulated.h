@@ -4,17 +4,23 @@
 // C++); launch() runs the grid block by block, each block as blockDim.x
 // std::threads meeting at real barriers for __syncthreads and, per warp of
 // 32, for the shuffles. Shared memory is a static array (KILN_BLOCK_SHARED)
-// or the block's dynamic buffer. Not emulated: tensor-core fragments (the
-// kernels' host build takes their scalar path), atomics beyond atomicCAS,
-// warp-divergent shuffles (kiln's kernels shuffle with every lane).
+// or the block's dynamic buffer. Tensor-core fragments (nvcuda::wmma, 16 x
+// 16 x 16) hold their whole tile in every lane, in f32, and multiply it in
+// order: the fragment API's meaning, not the hardware's layout or rounding.
+// Not emulated: atomics beyond atomicCAS, warp-divergent shuffles (kiln's
+// kernels shuffle with every lane).
 #pragma once
 #define KILN_CUDA_EMULATED 1
 #define KILN_BLOCK_SHARED static
 #define __launch_bounds__(...)
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cmath>
+#include <type_traits>
 #include <atomic>
 #include <barrier>
 #include <cstdint>
@@ -120,6 +126,63 @@ inline unsigned atomicCAS(unsigned* address, unsigned compare, unsigned value) {
 }
 
 inline long long min(long long a, long long b) { return a < b ? a : b; }
+
+namespace nvcuda::wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "emulated: 16 x 16 x 16 fragments only");
+  float v[16][16];  // [row][column] of the fragment's matrix
+};
+
+template <class Use, class T, class Layout, class P>
+void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const P* p, unsigned ldm) {
+  constexpr bool rows = std::is_same_v<Layout, row_major>;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) f.v[i][j] = float(rows ? p[i * ldm + j] : p[j * ldm + i]);
+}
+
+inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p,
+                             unsigned ldm, layout_t layout) {
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) f.v[i][j] = layout == mem_row_major ? p[i * ldm + j] : p[j * ldm + i];
+}
+
+inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
+                              unsigned ldm, layout_t layout) {
+  if (threadIdx.x % 32 != 0) return;  // every lane holds the tile: one writes it
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) (layout == mem_row_major ? p[i * ldm + j] : p[j * ldm + i]) = f.v[i][j];
+}
+
+inline void fill_fragment(fragment<accumulator, 16, 16, 16, float>& f, float value) {
+  for (auto& row : f.v)
+    for (float& x : row) x = value;
+}
+
+template <class T, class LA, class LB>
+void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
+              const fragment<matrix_a, 16, 16, 16, T, LA>& a,
+              const fragment<matrix_b, 16, 16, 16, T, LB>& b,
+              const fragment<accumulator, 16, 16, 16, float>& c) {
+  float out[16][16];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float acc = c.v[i][j];
+      for (int k = 0; k < 16; ++k) acc = std::fma(a.v[i][k], b.v[k][j], acc);
+      out[i][j] = acc;
+    }
+  std::memcpy(d.v, out, sizeof out);
+}
+
+}  // namespace nvcuda::wmma
 
 namespace kiln::cuda {
 inline unsigned char* dynamic_shared() { return emulated::current->dynamic.data()->bytes; }

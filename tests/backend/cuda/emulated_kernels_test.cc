@@ -3,7 +3,8 @@
 // so their indexing, masking, tiling and synchronisation are checked where
 // there is no GPU (the cuda-labelled tests check them on one): flash
 // attention forward and backward for every query tile height, and grouped
-// matmul's planning, products (the scalar path), padding and size checks.
+// matmul's planning, products (tensor-core fragments for bf16, scalar
+// FMAs for f32/f64), padding and size checks.
 #include "tests/backend/cuda/emulated.h"  // first: the kernels compile for the host
 
 #include "kiln/backend/cuda/kernels/flash_attention.cuh"
@@ -27,7 +28,12 @@ std::vector<C> values(const Tensor& t) {
   return t.to_vector<C>();
 }
 
-std::vector<double> as_double(const auto& v) { return {v.begin(), v.end()}; }
+template <class T>
+std::vector<double> as_double(const std::vector<T>& v) {
+  std::vector<double> out;
+  for (const T& x : v) out.push_back(double(codegen::widen(x)));
+  return out;
+}
 
 // ------------------------------------------------------------ attention
 
@@ -125,15 +131,15 @@ struct Planned {
   }
 };
 
-template <class C>
+template <class C>  // the storage type: f32, f64, or bf16 (tensor cores)
 void check_grouped(const GroupCase& c, bool tw, uint64_t seed) {
   using namespace cuda::grouped;
-  const DType dt = std::is_same_v<C, double> ? DType::f64 : DType::f32;
+  const DType dt = dtype_of<C>::value;
   SCOPED_TRACE(describe(c, tw, dt));
   std::vector<Tensor> in = group_inputs(c, tw, dt, seed);
   const std::vector<Tensor> want = fused("grouped_matmul", {{"transpose_w", tw}})(in);
   const long long rows = in[0].dim(0), k = c.k, n = c.n;
-  std::vector<C> x = values<C>(in[0]), w = values<C>(in[1]), out(size_t(rows * n), C(-7));
+  std::vector<C> x = values<C>(in[0]), w = values<C>(in[1]), out(size_t(rows * n), C(-7.0f));
   Planned p(c.sizes, rows, cuda::IndexOp::grouped_matmul);
   ASSERT_EQ(p.fault.set, 0u);
   const long long row_tiles = (rows + kTile - 1) / kTile + p.groups.experts;
@@ -149,7 +155,7 @@ void check_grouped(const GroupCase& c, bool tw, uint64_t seed) {
   const Tensor want_grad = fused("grouped_matmul_weight_grad", {})(wg)[0];
   std::vector<C> a = values<C>(wg[0]), b = values<C>(wg[1]);
   const long long E = p.groups.experts;
-  std::vector<C> grad(size_t(E * k * n), C(-7));
+  std::vector<C> grad(size_t(E * k * n), C(-7.0f));
   if (E > 0 && k > 0 && n > 0)
     emulated::launch(dim3(unsigned(E * ((k + kTile - 1) / kTile)), unsigned((n + kTile - 1) / kTile)),
                      kThreads, 0, weight_grad_k<C>, a.data(), b.data(), grad.data(), p.groups, k, n);
@@ -162,6 +168,10 @@ TEST(EmulatedGroupedMatmul, MatchesTheCpuKernel) {
   for (size_t i : {1, 3, 4, 7, 8})
     for (bool tw : {true, false}) check_grouped<float>(group_cases()[i], tw, seed += 10);
   check_grouped<double>(group_cases()[2], true, 5);
+  for (bool tw : {true, false}) {  // tensor cores
+    check_grouped<bf16>(group_cases()[4], tw, 7);
+    check_grouped<bf16>({random_sizes(5, 40, 9), 48, 80, 3}, tw, 8);
+  }
   check_grouped<float>({random_sizes(5, 70, 9), 70, 130, 3}, false, 6);  // tiles cut by K and N
 }
 

@@ -105,14 +105,8 @@ template <>
 struct Wmma<f16> {
   using type = __half;
 };
-// A host build (the kernels emulated on the CPU) has no tensor cores.
 template <class T>
-constexpr bool kTensorCores =
-#if defined(__CUDACC__)
-    std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
-#else
-    false;
-#endif
+constexpr bool kTensorCores = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 
 // The tile's operands as the product reads them: 16-bit as stored for the
 // tensor cores, else the compute type. A is [kTile][kChunk + pad] (row i,
@@ -171,7 +165,6 @@ __device__ void product_tile(const T* a, const T* b, const Product& p, long long
   alignas(32) KILN_BLOCK_SHARED unsigned char smem[kBytes];
   Operands<T>& s = *reinterpret_cast<Operands<T>*>(smem);
   Result<T>& r = *reinterpret_cast<Result<T>*>(smem);
-#if defined(__CUDACC__)
   if constexpr (kTensorCores<T>) {
     namespace wmma = nvcuda::wmma;
     using W = typename Wmma<T>::type;
@@ -198,9 +191,7 @@ __device__ void product_tile(const T* a, const T* b, const Product& p, long long
     for (int f = 0; f < 2; ++f)
       wmma::store_matrix_sync(r.c + wm * 16 * r.kLd + wn * 32 + f * 16, acc[f], r.kLd,
                               wmma::mem_row_major);
-  } else
-#endif
-  {
+  } else {
     // 16 x 16 threads, each a 4 x 4 block of the tile.
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
     C acc[4][4] = {};
