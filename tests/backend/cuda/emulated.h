@@ -35,7 +35,7 @@ inline thread_local dim3 blockDim, gridDim;
 namespace kiln::cuda::emulated {
 
 struct Block {
-  Block(int threads, size_t dynamic_bytes) : all(threads), dynamic(dynamic_bytes / 16 + 1) {
+  Block(int threads, size_t dynamic_bytes) : all(threads), dynamic(dynamic_bytes / 128 + 1) {
     for (int w = 0; w * 32 < threads; ++w) {
       warps.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
       slots.emplace_back();
@@ -45,8 +45,8 @@ struct Block {
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<std::array<uint64_t, 32>> slots;  // a warp's shuffle exchange
   std::atomic<int> any{0};                      // __syncthreads_or
-  struct alignas(16) Chunk {
-    unsigned char bytes[16];
+  struct alignas(128) Chunk {
+    unsigned char bytes[128];
   };
   std::vector<Chunk> dynamic;
 };

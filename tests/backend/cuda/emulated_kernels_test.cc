@@ -8,6 +8,7 @@
 #include "tests/backend/cuda/emulated.h"  // first: the kernels compile for the host
 
 #include "kiln/backend/cuda/kernels/flash_attention.cuh"
+#include "kiln/backend/cuda/kernels/flash_attention_tc.cuh"
 #include "kiln/backend/cuda/kernels/grouped_matmul.cuh"
 
 #include <gtest/gtest.h>
@@ -37,16 +38,17 @@ std::vector<double> as_double(const std::vector<T>& v) {
 
 // ------------------------------------------------------------ attention
 
-template <class C>
+template <class T, class C = codegen::compute_t<T>>
 struct AttentionRun {
-  std::vector<C> q, k, v, dout, lse, delta;
+  std::vector<T> q, k, v, dout;
+  std::vector<C> lse, delta;
   std::vector<int64_t> doc;
   cuda::flash::Dims d;
   C scale;
 
   AttentionRun(const AttentionCase& c, const std::vector<Tensor>& bin)
-      : q(values<C>(bin[0])), k(values<C>(bin[1])), v(values<C>(bin[2])),
-        dout(values<C>(bin[3])), lse(values<C>(bin[4])), delta(values<C>(bin[5])),
+      : q(values<T>(bin[0])), k(values<T>(bin[1])), v(values<T>(bin[2])),
+        dout(values<T>(bin[3])), lse(values<C>(bin[4])), delta(values<C>(bin[5])),
         d{c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim, c.v_dim,
           c.kv_len - c.q_len, c.causal, c.window},
         scale(C(1.0 / std::sqrt(double(c.head_dim)))) {
@@ -61,6 +63,22 @@ size_t tile_bytes(const cuda::flash::Dims& d, bool backward) {
   return cuda::flash::Tiles<C>::carve(t, nullptr, Rows, d.head_dim, d.v_dim, backward);
 }
 
+// The emulated outputs (out, lse, dq, dk, dv) against the CPU kernels'.
+template <class T, class C>
+void expect_attention(const std::vector<T>& out, const std::vector<C>& lse,
+                      const std::vector<T>& dq, const std::vector<T>& dk, const std::vector<T>& dv,
+                      const std::vector<Tensor>& want, const std::vector<Tensor>& want_grads,
+                      Tol tol) {
+  EXPECT_TRUE(all_close(as_double(out), want[0].to_vector<double>(), tol.rtol, tol.atol)) << "out";
+  EXPECT_TRUE(all_close(as_double(lse), want[1].to_vector<double>(), tol.rtol, tol.atol)) << "lse";
+  const char* names[] = {"dq", "dk", "dv"};
+  const std::vector<T>* got[] = {&dq, &dk, &dv};
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(all_close(as_double(*got[i]), want_grads[size_t(i)].to_vector<double>(), tol.rtol,
+                          tol.atol))
+        << names[i];
+}
+
 template <class C, int Rows>
 void check_attention(const AttentionCase& c, uint64_t seed) {
   using namespace cuda::flash;
@@ -73,7 +91,6 @@ void check_attention(const AttentionCase& c, uint64_t seed) {
   std::vector<Tensor> want_grads = fused("flash_attention_backward", attrs)(bin);
   AttentionRun<C> r(c, bin);
   const cuda::flash::Dims& d = r.d;
-  const Tol tol = tol_for(dt);
 
   std::vector<C> out(size_t(d.batch * d.q_heads * d.q_len * d.v_dim), C(-7));
   std::vector<C> lse(size_t(d.batch * d.q_heads * d.q_len), C(-7));
@@ -81,8 +98,6 @@ void check_attention(const AttentionCase& c, uint64_t seed) {
   emulated::launch(dim3(unsigned(d.batch * d.q_heads * q_tiles)), kThreads,
                    tile_bytes<C, Rows>(d, false), flash_forward_k<C, Rows>, r.q.data(), r.k.data(),
                    r.v.data(), r.docs(), out.data(), lse.data(), d, r.scale);
-  EXPECT_TRUE(all_close(as_double(out), want[0].to_vector<double>(), tol.rtol, tol.atol)) << "out";
-  EXPECT_TRUE(all_close(as_double(lse), want[1].to_vector<double>(), tol.rtol, tol.atol)) << "lse";
 
   std::vector<C> dq(r.q.size(), C(-7)), dk(r.k.size(), C(-7)), dv(r.v.size(), C(-7));
   const BackwardArgs args{r.q.data(), r.k.data(), r.v.data(), r.dout.data(), r.lse.data(),
@@ -92,12 +107,40 @@ void check_attention(const AttentionCase& c, uint64_t seed) {
                    kThreads, bytes, flash_backward_kv_k<C, Rows>, args, d, r.scale);
   emulated::launch(dim3(unsigned(d.batch * d.q_heads * q_tiles)), kThreads, bytes,
                    flash_backward_q_k<C, Rows>, args, d, r.scale);
-  const char* names[] = {"dq", "dk", "dv"};
-  const std::vector<C>* got[] = {&dq, &dk, &dv};
-  for (int i = 0; i < 3; ++i)
-    EXPECT_TRUE(all_close(as_double(*got[i]), want_grads[size_t(i)].to_vector<double>(), tol.rtol,
-                          tol.atol))
-        << names[i];
+  expect_attention(out, lse, dq, dk, dv, want, want_grads, tol_for(dt));
+}
+
+// The tensor-core kernels (bf16) against the CPU kernels.
+void check_attention_tc(const AttentionCase& c, uint64_t seed) {
+  using namespace cuda::flash;
+  SCOPED_TRACE(describe(c, DType::bf16) + " tensor cores");
+  const ir::Attrs attrs = attention_attrs(c.head_dim, c.causal, c.window);
+  const std::vector<Tensor> in = attention_inputs(c, DType::bf16, seed);
+  std::vector<Tensor> bin = attention_backward_inputs(in, attrs, seed + 1);
+  std::vector<Tensor> want = fused("flash_attention", attrs)(in);
+  std::vector<Tensor> want_grads = fused("flash_attention_backward", attrs)(bin);
+  AttentionRun<bf16> r(c, bin);
+  const cuda::flash::Dims& d = r.d;
+  const bf16 junk = codegen::narrow<bf16>(-7.0f);
+  std::vector<bf16> out(size_t(d.batch * d.q_heads * d.q_len * d.v_dim), junk);
+  std::vector<float> lse(size_t(d.batch * d.q_heads * d.q_len), -7.0f);
+  TcTiles<bf16> t;
+  const long long q_tiles = (d.q_len + kTcTile - 1) / kTcTile;
+  const long long k_tiles = (d.kv_len + kTcTile - 1) / kTcTile;
+  emulated::launch(dim3(unsigned(d.batch * d.q_heads * q_tiles)), kThreads,
+                   TcTiles<bf16>::carve(t, nullptr, d.head_dim, d.v_dim, false, d.v_dim, 0),
+                   flash_forward_tc_k<bf16>, r.q.data(), r.k.data(), r.v.data(), r.docs(),
+                   out.data(), lse.data(), d, r.scale);
+  std::vector<bf16> dq(r.q.size(), junk), dk(r.k.size(), junk), dv(r.v.size(), junk);
+  const BackwardArgs args{r.q.data(), r.k.data(), r.v.data(), r.dout.data(), r.lse.data(),
+                          r.delta.data(), r.docs(), dq.data(), dk.data(), dv.data()};
+  emulated::launch(dim3(unsigned(d.batch * d.kv_heads * k_tiles)), kThreads,
+                   TcTiles<bf16>::carve(t, nullptr, d.head_dim, d.v_dim, true, d.head_dim, d.v_dim),
+                   flash_backward_kv_tc_k<bf16>, args, d, r.scale);
+  emulated::launch(dim3(unsigned(d.batch * d.q_heads * q_tiles)), kThreads,
+                   TcTiles<bf16>::carve(t, nullptr, d.head_dim, d.v_dim, true, d.head_dim, 0),
+                   flash_backward_q_tc_k<bf16>, args, d, r.scale);
+  expect_attention(out, lse, dq, dk, dv, want, want_grads, tol_for(DType::bf16));
 }
 
 TEST(EmulatedFlashAttention, MatchesTheCpuKernelForEveryTileHeight) {
@@ -114,6 +157,15 @@ TEST(EmulatedFlashAttention, MatchesTheCpuKernelForEveryTileHeight) {
   check_attention<float, 64>({1, 2, 2, 100, 100, 8, 8, true, 0, 1}, 6);  // documents
   check_attention<float, 32>({1, 1, 1, 70, 70, 8, 8, false, 0, 2}, 7);   // interleaved ids
   check_attention<double, 16>(cases[1], 8);
+}
+
+TEST(EmulatedFlashAttention, TensorCoreKernelsMatchTheCpuKernel) {
+  // batch, hq, hkv, sq, sk, d, dv, causal, window, docs
+  check_attention_tc({1, 2, 2, 70, 70, 16, 16, false, 0, 0}, 1);
+  check_attention_tc({1, 4, 2, 130, 130, 32, 16, true, 0, 0}, 2);   // GQA, v_dim != head_dim
+  check_attention_tc({1, 2, 1, 40, 150, 16, 32, true, 50, 0}, 3);   // queries last, a window
+  check_attention_tc({2, 2, 2, 140, 140, 16, 16, true, 0, 1}, 4);   // packed documents
+  check_attention_tc({1, 1, 1, 80, 80, 16, 16, false, 0, 2}, 5);    // interleaved ids
 }
 
 // ------------------------------------------------------- grouped matmul

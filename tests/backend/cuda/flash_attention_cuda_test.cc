@@ -1,5 +1,6 @@
 // The CUDA flash attention kernels (kiln/backend/cuda/kernels/
-// flash_attention.cu) on the GPU: against the op's composite run on the GPU
+// flash_attention.cu: tensor cores for bf16/f16 with head dims that are
+// multiples of 16, scalar otherwise) on the GPU: against the op's composite run on the GPU
 // (cuBLASLt products, the masked score matrix), forward and gradients, over
 // the CPU suite's cases (tile edges, causal, windows, GQA/MQA, packed and
 // interleaved documents, queries at the end of the keys) and training
@@ -93,13 +94,15 @@ TEST(FlashAttentionCuda, MatchesTheCpuKernel) {
 
 TEST(FlashAttentionCuda, SameBitsOnEveryRun) {
   const AttentionCase& c = kTrainingShapes[0];
-  std::vector<Tensor> in = on_device(attention_inputs(c, DType::f32, 8), kCuda0);
-  Runner f = fused("flash_attention", attrs_of(c));
-  std::vector<Tensor> cots = cotangents_for(f, in, 9);
-  ValueAndGrad first = grads_of(f, in, cots), second = grads_of(f, in, cots);
-  for (size_t i = 0; i < 3; ++i)
-    EXPECT_EQ(first.grads[i].to_vector<float>(), second.grads[i].to_vector<float>()) << i;
-  EXPECT_EQ(first.values[1].to_vector<float>(), second.values[1].to_vector<float>());
+  for (DType dt : {DType::f32, DType::bf16}) {  // scalar and tensor-core kernels
+    std::vector<Tensor> in = on_device(attention_inputs(c, dt, 8), kCuda0);
+    Runner f = fused("flash_attention", attrs_of(c));
+    std::vector<Tensor> cots = cotangents_for(f, in, 9);
+    ValueAndGrad first = grads_of(f, in, cots), second = grads_of(f, in, cots);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(first.grads[i].to_vector<float>(), second.grads[i].to_vector<float>()) << i;
+    EXPECT_EQ(first.values[1].to_vector<float>(), second.values[1].to_vector<float>());
+  }
 }
 
 TEST(FlashAttentionCuda, HoldsNoScoreMatrix) {

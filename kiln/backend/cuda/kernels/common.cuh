@@ -43,7 +43,7 @@ __device__ inline long long grid_step() { return (long long)gridDim.x * blockDim
 #if !defined(KILN_CUDA_EMULATED)
 #define KILN_BLOCK_SHARED __shared__
 __device__ inline unsigned char* dynamic_shared() {
-  extern __shared__ __align__(16) unsigned char kiln_dynamic_shared[];
+  extern __shared__ __align__(128) unsigned char kiln_dynamic_shared[];
   return kiln_dynamic_shared;
 }
 #endif

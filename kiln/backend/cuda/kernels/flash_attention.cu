@@ -1,11 +1,16 @@
-// Flash attention on CUDA: the kernels of flash_attention.cuh, launched
-// with the largest query tile the device's shared memory allows, and
-// registered for the ops flash_attention and flash_attention_backward.
+// Flash attention on CUDA, registered for the ops flash_attention and
+// flash_attention_backward: the tensor-core kernels (flash_attention_tc.cuh)
+// for bf16/f16 with head dims that are multiples of 16 and tiles that fit
+// the device's shared memory, otherwise the scalar ones
+// (flash_attention.cuh) with the largest query tile that fits.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
 #include <utility>
 
 #include "kiln/backend/cuda/kernels/flash_attention.cuh"
+#include "kiln/backend/cuda/kernels/flash_attention_tc.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -29,13 +34,34 @@ DocIds doc_ids(const KernelArgs& a, size_t index) {
   return {a.in[index].data, t == DType::i64};
 }
 
-// The largest query tile (64, 32 or 16 rows) whose shared memory the
-// device allows one block, and its bytes.
-template <class C>
-std::pair<int, size_t> query_tile(const Dims& d, bool backward, const char* op) {
+// The shared memory the device allows one block.
+size_t shared_memory_limit() {
   int limit = 0;
   KILN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                          current_device()));
+  return size_t(limit);
+}
+
+// The tensor-core kernels' shared memory: forward, backward's dK/dV kernel
+// and its dQ kernel; all zero when they do not apply to T or these dims.
+template <class T>
+std::array<size_t, 3> tensor_core_bytes(const Dims& d) {
+  if constexpr (!std::is_same_v<T, bf16> && !std::is_same_v<T, f16>) {
+    return {0, 0, 0};
+  } else {
+    if (d.head_dim % 16 || d.v_dim % 16 || d.head_dim == 0 || d.v_dim == 0) return {0, 0, 0};
+    TcTiles<T> t;
+    return {TcTiles<T>::carve(t, nullptr, d.head_dim, d.v_dim, false, d.v_dim, 0),
+            TcTiles<T>::carve(t, nullptr, d.head_dim, d.v_dim, true, d.head_dim, d.v_dim),
+            TcTiles<T>::carve(t, nullptr, d.head_dim, d.v_dim, true, d.head_dim, 0)};
+  }
+}
+
+// The largest query tile (64, 32 or 16 rows) of the scalar kernels whose
+// shared memory the device allows one block, and its bytes.
+template <class C>
+std::pair<int, size_t> query_tile(const Dims& d, bool backward, const char* op) {
+  const size_t limit = shared_memory_limit();
   Tiles<C> t;
   for (int rows : {64, 32, 16}) {
     size_t bytes = Tiles<C>::carve(t, nullptr, rows, d.head_dim, d.v_dim, backward);
@@ -69,6 +95,16 @@ void flash_forward(const KernelArgs& a) {
     using T = decltype(tag);
     using C = compute_t<T>;
     const Dims d = dims_of(a, "flash_attention");
+    if constexpr (std::is_same_v<C, float> && !std::is_same_v<T, float>) {
+      const size_t tc = tensor_core_bytes<T>(d)[0];
+      if (tc && tc <= shared_memory_limit()) {
+        const float scale = float(a.attrs.f("scale"));
+        launch_tiles(flash_forward_tc_k<T>, d.batch * d.q_heads * ((d.q_len + kTcTile - 1) / kTcTile),
+                     tc, a.in[0].ptr<const T>(), a.in[1].ptr<const T>(), a.in[2].ptr<const T>(),
+                     doc_ids(a, 3), a.out[0].ptr<T>(), a.out[1].ptr<float>(), d, scale);
+        return;
+      }
+    }
     auto [rows, bytes] = query_tile<C>(d, false, "flash_attention");
     with_rows(rows, [&](auto r) {
       constexpr int R = decltype(r)::value;
@@ -88,6 +124,19 @@ void flash_backward(const KernelArgs& a) {
     const BackwardArgs args{a.in[0].data, a.in[1].data, a.in[2].data, a.in[3].data,
                             a.in[4].data, a.in[5].data, doc_ids(a, 6),
                             a.out[0].data, a.out[1].data, a.out[2].data};
+    if constexpr (std::is_same_v<C, float> && !std::is_same_v<T, float>) {
+      const std::array<size_t, 3> tc = tensor_core_bytes<T>(d);
+      if (tc[1] && std::max(tc[1], tc[2]) <= shared_memory_limit()) {
+        const float scale = float(a.attrs.f("scale"));
+        launch_tiles(flash_backward_kv_tc_k<T>,
+                     d.batch * d.kv_heads * ((d.kv_len + kTcTile - 1) / kTcTile), tc[1], args, d,
+                     scale);
+        launch_tiles(flash_backward_q_tc_k<T>,
+                     d.batch * d.q_heads * ((d.q_len + kTcTile - 1) / kTcTile), tc[2], args, d,
+                     scale);
+        return;
+      }
+    }
     auto [rows, bytes] = query_tile<C>(d, true, "flash_attention_backward");
     with_rows(rows, [&](auto r) {
       constexpr int R = decltype(r)::value;

@@ -122,16 +122,22 @@ inline __device__ bool tile_visible(const Dims& d, long long i0, long long i1, l
   return d.window == 0 || j1 - 1 > first - d.window;
 }
 
-// Whether query i (tile row r) may see key j (tile column c).
-template <class C>
-__device__ bool allowed(const Dims& d, const Tiles<C>& t, bool docs, long long i, long long j,
-                        int r, int c) {
+// Whether query i (tile row r) may see key j (tile column c); qdoc and
+// kdoc are the tiles' document ids, or null without documents.
+inline __device__ bool allowed(const Dims& d, const long long* qdoc, const long long* kdoc,
+                               long long i, long long j, int r, int c) {
   if (i >= d.q_len || j >= d.kv_len) return false;
   if (d.causal) {
     const long long pos = i + d.offset;
     if (j > pos || (d.window > 0 && j <= pos - d.window)) return false;
   }
-  return !docs || t.qdoc[r] == t.kdoc[c];
+  return !qdoc || qdoc[r] == kdoc[c];
+}
+
+template <class C>
+__device__ bool allowed(const Dims& d, const Tiles<C>& t, bool docs, long long i, long long j,
+                        int r, int c) {
+  return allowed(d, docs ? t.qdoc : nullptr, t.kdoc, i, j, r, c);
 }
 
 template <class C>
