@@ -30,29 +30,8 @@ namespace {
 using kiln::DType;
 using kiln::Tensor;
 
-constexpr kiln::Device kCuda0{kiln::DeviceKind::cuda, 0};
+using bench::kCuda0;
 constexpr int64_t kElements = int64_t(256) << 20;
-// Records `e` on the stream kiln's cuda:0 work runs on, in queue order (so
-// it lands between the ops enqueued before and after it).
-void record_on_kiln_stream(cudaEvent_t e) {
-  kiln::find_backend(kiln::DeviceKind::cuda)
-      ->queue(0)
-      .enqueue([e] { CHECK_CUDA(cudaEventRecord(e, kiln::cuda::current_stream())); },
-               "cuda_elementwise_bench: timing event");
-}
-
-// GPU seconds per call of step() on kiln's stream.
-double kiln_seconds(const std::function<void()>& step) {
-  bench::EventPair ev;
-  return bench::best_seconds_per_call([&](int calls) {
-    record_on_kiln_stream(ev.start);
-    for (int i = 0; i < calls; ++i) step();
-    record_on_kiln_stream(ev.end);
-    kiln::synchronize(kCuda0);  // the queue has issued the end event
-    return ev.seconds();
-  });
-}
-
 // Seconds per device-to-device cudaMemcpy of `bytes`, on a stream of its own.
 double copy_seconds(size_t bytes) {
   void *src, *dst;
@@ -132,20 +111,20 @@ int main() {
       std::printf("%-6s %-22s %10.3f %10.0f %9.2f\n", kiln::dtype_name(dt), what, seconds * 1e3,
                   gbps(bytes, seconds), gbps(bytes, seconds) / copy_bw);
     };
-    row("add (eager)", 3 * n * item, kiln_seconds([&] { kiln::add(x, y); }));
-    row("silu (eager)", 2 * n * item, kiln_seconds([&] { kiln::silu(x); }));
+    row("add (eager)", 3 * n * item, bench::kiln_seconds([&] { kiln::add(x, y); }));
+    row("silu (eager)", 2 * n * item, bench::kiln_seconds([&] { kiln::silu(x); }));
 
     // The chain: GB/s counts the fused kernel's bytes (x in, y out) for all.
     const double chain_bytes = 2 * n * item;
-    const double strict = kiln_seconds([&] { chain(x); });
+    const double strict = bench::kiln_seconds([&] { chain(x); });
     double deferred;
     {
       kiln::EagerModeGuard mode(kiln::EagerMode::defer_and_fuse);
-      deferred = kiln_seconds([&] { kiln::eval({chain(x)}); });
+      deferred = bench::kiln_seconds([&] { kiln::eval({chain(x)}); });
     }
     kiln::CompiledFunction compiled =
         kiln::compile([](const std::vector<Tensor>& a) { return std::vector<Tensor>{chain(a[0])}; });
-    const double comp = kiln_seconds([&] { compiled({x}); });
+    const double comp = bench::kiln_seconds([&] { compiled({x}); });
     row("chain strict", chain_bytes, strict);
     row("chain defer_and_fuse", chain_bytes, deferred);
     row("chain compile", chain_bytes, comp);

@@ -1,8 +1,13 @@
 // What the GPU benchmarks share: the CUDA error check (a failure exits, it
 // is a benchmark), the timing rule (the best of kBatches batches, each of
-// enough calls for about kBatchSeconds) and CUDA-event timing.
+// enough calls for about kBatchSeconds), CUDA-event timing, and the GPU
+// time of kiln's work on cuda:0.
 #pragma once
 #include <cuda_runtime.h>
+
+#include "kiln/backend/cuda/stream.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/tensor.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -54,5 +59,28 @@ struct EventPair {
     return double(ms) / 1e3;
   }
 };
+
+inline constexpr kiln::Device kCuda0{kiln::DeviceKind::cuda, 0};
+
+// Records `e` on the stream kiln's cuda:0 work runs on, in queue order (so
+// it lands between the ops enqueued before and after it).
+inline void record_on_kiln_stream(cudaEvent_t e) {
+  kiln::find_backend(kiln::DeviceKind::cuda)
+      ->queue(0)
+      .enqueue([e] { CHECK_CUDA(cudaEventRecord(e, kiln::cuda::current_stream())); },
+               "bench: timing event");
+}
+
+// GPU seconds per call of step() on kiln's cuda:0 stream.
+inline double kiln_seconds(const std::function<void()>& step) {
+  EventPair ev;
+  return best_seconds_per_call([&](int calls) {
+    record_on_kiln_stream(ev.start);
+    for (int i = 0; i < calls; ++i) step();
+    record_on_kiln_stream(ev.end);
+    kiln::synchronize(kCuda0);  // the queue has issued the end event
+    return ev.seconds();
+  });
+}
 
 }  // namespace bench

@@ -10,7 +10,8 @@
 #       library or CUDA's own into .device/kiln-device.tar.gz (ignored by git,
 #       under 60 MiB). Prints the command to run there.
 #   scripts/device_check.sh run    there, in the repository root: unpacks the
-#       archive and runs each test and benchmark with a time limit, writing
+#       archive and runs each test and benchmark with a time limit (the
+#       fused kernels' tests and benchmark first), writing
 #       every log and a summary to $OUT (.device/out when unset), then
 #       bench/gpu_train_vs_torch.py in the time left, all within 8 minutes
 #       (what runs out of time is marked so). Exits
@@ -113,11 +114,12 @@ run() {
       nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
     "$work/build/kiln" info 2>&1 || true
   } | tee "$summary"
-  while IFS='|' read -r name env cmd; do
-    local log=$out/$name.log start=$SECONDS rc=0 limit
+  # One test (a tests.tsv line) within its budget.
+  run_test() {
+    local name=$1 env=$2 cmd=$3 log=$out/$1.log start=$SECONDS rc=0 limit
     limit=$(budget 150)
     if [ "$limit" -lt 10 ]; then
-      printf '%-28s %-18s\n' "$name" "NOT RUN (time)" | tee -a "$summary"; failed=1; continue
+      printf '%-28s %-18s\n' "$name" "NOT RUN (time)" | tee -a "$summary"; failed=1; return
     fi
     env=${env//@BUILD@/$work/build}
     cmd=${cmd//@BUILD@/$work/build}
@@ -128,15 +130,26 @@ run() {
     if [ "$rc" -ne 0 ]; then verdict="FAILED (exit $rc)"; failed=1
     elif grep -q "skipped: no CUDA device" "$log"; then verdict=skipped; fi
     printf '%-28s %-18s %4ds\n' "$name" "$verdict" $((SECONDS - start)) | tee -a "$summary"
-  done <"$work/tests.tsv"
-  for b in "$work"/build/bench/*; do
-    [ -x "$b" ] || continue
-    local log=$out/$(basename "$b").log rc=0 limit
+  }
+  run_bench() {
+    local b=$1 log=$out/$(basename "$1").log rc=0 limit
     limit=$(budget 90)
-    [ "$limit" -ge 10 ] || { echo "$(basename "$b"): not run (time)" | tee -a "$summary"; continue; }
+    [ "$limit" -ge 10 ] || { echo "$(basename "$b"): not run (time)" | tee -a "$summary"; return; }
     timeout "$limit" "$b" >"$log" 2>&1 || rc=$?
     printf '%-28s exit %d\n' "$(basename "$b")" "$rc" | tee -a "$summary"
     tail -n 20 "$log" >>"$summary"
+  }
+  # The fused kernels' tests and benchmark first (what is newest), then the rest.
+  local first='^(flash_attention|linear_cross_entropy|grouped_matmul)_cuda_test$'
+  while IFS='|' read -r name env cmd; do
+    [[ $name =~ $first ]] && run_test "$name" "$env" "$cmd"
+  done <"$work/tests.tsv"
+  [ -x "$work/build/bench/cuda_fused_kernels_bench" ] && run_bench "$work/build/bench/cuda_fused_kernels_bench"
+  while IFS='|' read -r name env cmd; do
+    [[ $name =~ $first ]] || run_test "$name" "$env" "$cmd"
+  done <"$work/tests.tsv"
+  for b in "$work"/build/bench/*; do
+    [ -x "$b" ] && [ "$(basename "$b")" != cuda_fused_kernels_bench ] && run_bench "$b"
   done
   # Training against PyTorch on the GPU, in what time is left (torch is there).
   local limit rc=0
