@@ -19,8 +19,9 @@ foreach(line ${KILN_LAYER_LINES})
   # Header restrictions ({...}) are the include test's business.
   string(REGEX REPLACE "{[^}]*}" "" uses "${CMAKE_MATCH_2}")
   separate_arguments(uses)
-  # The CUDA backend exists only where the toolkit does (cmake/Cuda.cmake).
-  if(folder STREQUAL "backend/cuda" AND NOT KILN_HAVE_CUDA)
+  # The CUDA backend and NCCL's process groups exist only where the toolkit
+  # does (cmake/Cuda.cmake).
+  if(folder MATCHES "^backend/(cuda|nccl)$" AND NOT KILN_HAVE_CUDA)
     continue()
   endif()
   kiln_layer_target(${folder} target)

@@ -30,6 +30,7 @@ system_lib() {
     linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*) return 0 ;;
     libstdc++.so*|libgcc_s.so*) return 0 ;;  # there: GCC 12's or newer, which PyTorch needs too
     libcuda.so*|libcudart.so*|libcublas*.so*|libnvrtc*.so*|libnvJitLink*.so*) return 0 ;;
+    libnccl.so*) return 0 ;;  # loaded at run time, never linked; PyTorch's is there
   esac
   return 1
 }
@@ -101,6 +102,10 @@ run() {
   # packing machine (/work/main); give them the same place here.
   [ -e /work/main ] || { mkdir -p /work && ln -s "$root" /work/main; }
   export LD_LIBRARY_PATH="$work/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # NCCL (kiln/backend/nccl/library.h dlopens it): the toolkit's, else PyTorch's wheel's.
+  local nccl_dir
+  nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0] + "/lib")' 2>/dev/null || true)
+  [ -n "$nccl_dir" ] && [ -d "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
   export KILN_FUSED_CODEGEN=0 OMP_WAIT_POLICY=passive  # CPU references: no system compiler needed
   local summary=$out/summary.txt failed=0 deadline=$((SECONDS + 470))
   # Seconds a step may take: at most `cap`, and never past the deadline.
@@ -140,7 +145,7 @@ run() {
     tail -n 20 "$log" >>"$summary"
   }
   # The fused kernels' tests and benchmark first (what is newest), then the rest.
-  local first='^(flash_attention|linear_cross_entropy|grouped_matmul)_cuda_test$'
+  local first='^(flash_attention|linear_cross_entropy|grouped_matmul|nccl)_cuda_test$'
   while IFS='|' read -r name env cmd; do
     [[ $name =~ $first ]] && run_test "$name" "$env" "$cmd"
   done <"$work/tests.tsv"

@@ -1,11 +1,14 @@
-// CPU kernels of the IR's collective ops (kiln/ops/collectives.h). Each
-// looks its mesh_axis up in the current mesh and runs the collective on
-// that dimension's process group, holding its device queue until the data
-// has arrived; inside a scheduled program (kiln/compiler/collective_schedule.h)
-// the "<op>_start" kernels return at once and collective_wait holds the
-// queue instead. The process groups move flat buffers in rank order, so a
-// collective along an inner dimension is packed into (or unpacked from)
-// rank-major order around the transfer (unpacked by the wait).
+// Kernels of the IR's collective ops (kiln/ops/collectives.h), for the CPU
+// and for CUDA (whose mesh groups are NCCL's, kiln/dist/device_group.h):
+// the buffers are the device's, moved by its backend (copies, zeros, casts)
+// and by the group. Each looks its mesh_axis up in the current mesh and runs
+// the collective on that dimension's process group, holding its device
+// queue until the data has arrived; inside a scheduled program
+// (kiln/compiler/collective_schedule.h) the "<op>_start" kernels return at
+// once and collective_wait holds the queue instead. The process groups move
+// flat buffers in rank order, so a collective along an inner dimension is
+// packed into (or unpacked from) rank-major order around the transfer
+// (unpacked by the wait).
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -34,6 +37,10 @@ Call group_for(const KernelArgs& a) {
              "process group. Start the run with mpirun and set a mesh "
              "(kiln::dist::set_current_mesh; the trainer builds it from --parallelism.*)");
   ProcessGroup& g = mesh->group(axis);
+  KILN_CHECK(g.memory() == a.device.kind, "collective '", a.op.name, "' on ", to_string(a.device),
+             " over mesh axis '", axis, "': its ", g.describe(), " moves ",
+             g.memory() == DeviceKind::cpu ? "host" : "CUDA",
+             " memory; build the mesh on kiln::dist::device_group(world, device)");
   KILN_CHECK(g.size() == n, "collective '", a.op.name, "' was built for a group of ", n,
              " along mesh axis '", axis, "', but that axis of the current mesh (",
              mesh->layout().describe(), ") has ", g.size(), " ranks");
@@ -60,17 +67,43 @@ TensorRef chunk_major(const TensorRef& t, int dim, int64_t n) {
   return {t.data, t.dtype, Shape{n, outer, chunk}, Strides{chunk, n * chunk, 1}};
 }
 
-// A dense buffer for a chunk-major view that is not dense itself.
+CachingAllocator& allocator(Device d) { return find_backend(d.kind)->allocator(d.index); }
+
+// A dense buffer on `device` for a chunk-major view that is not dense itself.
 struct Packed {
-  std::vector<char> bytes;
+  Device device;
+  size_t bytes;
   TensorRef ref;
-  explicit Packed(const TensorRef& view)
-      : bytes(size_t(view.numel()) * itemsize(view.dtype)),
-        ref{bytes.data(), view.dtype, view.shape, contiguous_strides(view.shape)} {}
+  Packed(const TensorRef& view, Device d)
+      : device(d), bytes(size_t(view.numel()) * itemsize(view.dtype)),
+        ref{bytes ? allocator(d).allocate(bytes) : nullptr, view.dtype, view.shape,
+            contiguous_strides(view.shape)} {}
+  ~Packed() {
+    if (ref.data) allocator(device).free(ref.data, bytes);
+  }
+  Packed(const Packed&) = delete;
+  Packed& operator=(const Packed&) = delete;
 };
 
-void copy(const TensorRef& dst, const TensorRef& src) {
-  find_backend(DeviceKind::cpu)->strided_copy(dst, src);
+void copy(Device d, const TensorRef& dst, const TensorRef& src) {
+  find_backend(d.kind)->strided_copy(dst, src);
+}
+
+// t's elements dense from `first` on set to zero.
+void zero(Device d, const TensorRef& t, int64_t first = 0) {
+  const int64_t n = t.numel() - first;
+  if (n <= 0) return;
+  char* at = static_cast<char*>(t.data) + size_t(first) * itemsize(t.dtype);
+  if (d.kind == DeviceKind::cpu) {
+    std::memset(at, 0, size_t(n) * itemsize(t.dtype));
+    return;
+  }
+  TensorRef rest{at, t.dtype, Shape{n}, Strides{1}};
+  const ir::OpDef& full = ir::get_op("full");
+  find_kernel(d.kind, "full")->fn(
+      {{}, {&rest, 1}, full.complete_attrs({{"shape", std::vector<int64_t>{n}}, {"value", 0.0},
+                                            {"dtype", t.dtype}}),
+       full, d});
 }
 
 // A collective in flight: its Work, what must outlive the transfer (the
@@ -105,10 +138,10 @@ Launched gather_into(const KernelArgs& a, const TensorRef& in, const TensorRef& 
   TensorRef dst = chunk_major(out, dim_attr(a, "gather_dim", in), n);
   if (dst.contiguous())
     return launched(c, c.group->all_gather(in.data, out.data, in.numel(), in.dtype));
-  auto got = std::make_shared<Packed>(dst);
+  auto got = std::make_shared<Packed>(dst, a.device);
   Launched l = launched(c, c.group->all_gather(in.data, got->ref.data, in.numel(), in.dtype));
   l.buffers.push_back(got);
-  l.then = [dst, got] { copy(dst, got->ref); };
+  l.then = [dst, got, d = a.device] { copy(d, dst, got->ref); };
   return l;
 }
 
@@ -118,9 +151,10 @@ Launched all_gather_launch(const KernelArgs& a) { return gather_into(a, a.in[0],
 // rank's chunk is rounded once, by its owner (elementwise, so deterministic).
 Launched all_gather_cast_launch(const KernelArgs& a) {
   const TensorRef& in = a.in[0];
-  auto cast = std::make_shared<Packed>(TensorRef{nullptr, a.out[0].dtype, in.shape, {}});
+  auto cast = std::make_shared<Packed>(TensorRef{nullptr, a.out[0].dtype, in.shape, {}}, a.device);
   const ir::Attrs to{{"dtype", cast->ref.dtype}};
-  find_kernel(DeviceKind::cpu, "cast")->fn({{&in, 1}, {&cast->ref, 1}, to, ir::get_op("cast")});
+  find_kernel(a.device.kind, "cast")
+      ->fn({{&in, 1}, {&cast->ref, 1}, to, ir::get_op("cast"), a.device});
   Launched l = gather_into(a, cast->ref, a.out[0]);
   l.buffers.push_back(cast);
   return l;
@@ -134,8 +168,8 @@ Launched reduce_scatter_launch(const KernelArgs& a) {
   if (src.contiguous())
     return launched(c, c.group->reduce_scatter(in.data, out.data, out.numel(), in.dtype,
                                                reduce_op(a)));
-  auto sent = std::make_shared<Packed>(src);
-  copy(sent->ref, src);
+  auto sent = std::make_shared<Packed>(src, a.device);
+  copy(a.device, sent->ref, src);
   Launched l = launched(c, c.group->reduce_scatter(sent->ref.data, out.data, out.numel(),
                                                    in.dtype, reduce_op(a)));
   l.buffers.push_back(sent);
@@ -150,25 +184,27 @@ Launched all_to_all_launch(const KernelArgs& a) {
   TensorRef dst = chunk_major(out, dim_attr(a, "concat_dim", out), n);
   std::shared_ptr<Packed> sent, got;
   if (!src.contiguous()) {
-    sent = std::make_shared<Packed>(src);
-    copy(sent->ref, src);
+    sent = std::make_shared<Packed>(src, a.device);
+    copy(a.device, sent->ref, src);
   }
-  if (!dst.contiguous()) got = std::make_shared<Packed>(dst);
+  if (!dst.contiguous()) got = std::make_shared<Packed>(dst, a.device);
   std::vector<int64_t> counts(size_t(n), in.numel() / n);
   Launched l = launched(c, c.group->all_to_all(sent ? sent->ref.data : in.data, counts,
                                                got ? got->ref.data : out.data, counts, in.dtype));
   if (sent) l.buffers.push_back(sent);
   if (got) {
     l.buffers.push_back(got);
-    l.then = [dst, got] { copy(dst, got->ref); };
+    l.then = [dst, got, d = a.device] { copy(d, dst, got->ref); };
   }
   return l;
 }
 
-// An i64 [n] tensor's values.
-std::vector<int64_t> rows_of(const TensorRef& t) {
-  const auto* p = static_cast<const int64_t*>(t.data);
-  return {p, p + t.numel()};
+// An i64 [n] tensor's values, read on the host.
+std::vector<int64_t> rows_of(const TensorRef& t, Device d) {
+  std::vector<int64_t> v(size_t(t.numel()));
+  if (d.kind == DeviceKind::cpu) std::memcpy(v.data(), t.data, v.size() * sizeof(int64_t));
+  else find_backend(d.kind)->copy_to_host(v.data(), t.data, v.size() * sizeof(int64_t), d.index);
+  return v;
 }
 
 std::string list_text(const std::vector<int64_t>& v) {
@@ -204,7 +240,7 @@ void check_rows_agree(ProcessGroup& g, const std::vector<int64_t>& send,
 Launched all_to_all_v_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
-  const std::vector<int64_t> send = rows_of(a.in[1]), recv = rows_of(a.in[2]);
+  const std::vector<int64_t> send = rows_of(a.in[1], a.device), recv = rows_of(a.in[2], a.device);
   int64_t sent = 0, received = 0;
   for (size_t j = 0; j < send.size(); ++j) {
     KILN_CHECK(send[j] >= 0 && recv[j] >= 0, "all_to_all_v: negative row counts (send ",
@@ -221,9 +257,7 @@ Launched all_to_all_v_launch(const KernelArgs& a) {
   std::vector<int64_t> send_elements, recv_elements;
   for (size_t j = 0; j < send.size(); ++j)
     send_elements.push_back(send[j] * row), recv_elements.push_back(recv[j] * row);
-  const size_t width = itemsize(out.dtype);
-  std::memset(static_cast<char*>(out.data) + received * row * width, 0,
-              size_t((out.shape[0] - received) * row) * width);
+  zero(a.device, out, received * row);
   return launched(c, c.group->all_to_all(in.data, send_elements, out.data, recv_elements,
                                          in.dtype));
 }
@@ -231,7 +265,7 @@ Launched all_to_all_v_launch(const KernelArgs& a) {
 Launched broadcast_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
-  std::memcpy(out.data, in.data, size_t(in.numel()) * itemsize(in.dtype));
+  copy(a.device, out, in);
   return launched(c, c.group->broadcast(out.data, out.numel(), out.dtype, int(a.attrs.i("root"))));
 }
 
@@ -240,10 +274,9 @@ Launched reduce_launch(const KernelArgs& a) {
   Call c = group_for(a);
   const TensorRef &in = a.in[0], &out = a.out[0];
   int root = int(a.attrs.i("root"));
-  bool zero = c.group->rank() != root;
+  bool zero_out = c.group->rank() != root;
   Launched l = launched(c, c.group->reduce(in.data, out.data, in.numel(), in.dtype, root));
-  if (zero)
-    l.then = [out] { std::memset(out.data, 0, size_t(out.numel()) * itemsize(out.dtype)); };
+  if (zero_out) l.then = [out, d = a.device] { zero(d, out); };
   return l;
 }
 
@@ -298,28 +331,30 @@ void wait_kernel(const KernelArgs& a) {
   l.finish();
   // The memory plan aliases the result with the started buffer; where it
   // could not (a result returned in a buffer of its own), copy it.
-  if (out.data != started.data)
-    std::memcpy(out.data, started.data, size_t(out.numel()) * itemsize(out.dtype));
+  if (out.data != started.data) copy(a.device, out, {started.data, out.dtype, out.shape, out.strides});
 }
 
-const KernelRegistrar registrations[] = {
-    {DeviceKind::cpu, "all_reduce", {blocking<all_reduce_launch>, false}},
-    {DeviceKind::cpu, "all_reduce_start", {start<all_reduce_launch>, false}},
-    {DeviceKind::cpu, "all_gather", {blocking<all_gather_launch>, false}},
-    {DeviceKind::cpu, "all_gather_start", {start<all_gather_launch>, false}},
-    {DeviceKind::cpu, "all_gather_cast", {blocking<all_gather_cast_launch>, false}},
-    {DeviceKind::cpu, "all_gather_cast_start", {start<all_gather_cast_launch>, false}},
-    {DeviceKind::cpu, "reduce_scatter", {blocking<reduce_scatter_launch>, false}},
-    {DeviceKind::cpu, "reduce_scatter_start", {start<reduce_scatter_launch>, false}},
-    {DeviceKind::cpu, "all_to_all", {blocking<all_to_all_launch>, false}},
-    {DeviceKind::cpu, "all_to_all_start", {start<all_to_all_launch>, false}},
-    {DeviceKind::cpu, "all_to_all_v", {blocking<all_to_all_v_launch>, false}},
-    {DeviceKind::cpu, "broadcast", {blocking<broadcast_launch>, false}},
-    {DeviceKind::cpu, "broadcast_start", {start<broadcast_launch>, false}},
-    {DeviceKind::cpu, "reduce", {blocking<reduce_launch>, false}},
-    {DeviceKind::cpu, "reduce_start", {start<reduce_launch>, false}},
-    {DeviceKind::cpu, "collective_wait", {wait_kernel, false}},
-};
+// The same kernels for the CPU and for CUDA (which has no MPI of its own).
+#define KILN_COLLECTIVE_KERNELS(KIND)                                                      \
+  {KIND, "all_reduce", {blocking<all_reduce_launch>, false}},                             \
+  {KIND, "all_reduce_start", {start<all_reduce_launch>, false}},                          \
+  {KIND, "all_gather", {blocking<all_gather_launch>, false}},                             \
+  {KIND, "all_gather_start", {start<all_gather_launch>, false}},                          \
+  {KIND, "all_gather_cast", {blocking<all_gather_cast_launch>, false}},                   \
+  {KIND, "all_gather_cast_start", {start<all_gather_cast_launch>, false}},                \
+  {KIND, "reduce_scatter", {blocking<reduce_scatter_launch>, false}},                     \
+  {KIND, "reduce_scatter_start", {start<reduce_scatter_launch>, false}},                  \
+  {KIND, "all_to_all", {blocking<all_to_all_launch>, false}},                             \
+  {KIND, "all_to_all_start", {start<all_to_all_launch>, false}},                          \
+  {KIND, "all_to_all_v", {blocking<all_to_all_v_launch>, false}},                         \
+  {KIND, "broadcast", {blocking<broadcast_launch>, false}},                               \
+  {KIND, "broadcast_start", {start<broadcast_launch>, false}},                            \
+  {KIND, "reduce", {blocking<reduce_launch>, false}},                                     \
+  {KIND, "reduce_start", {start<reduce_launch>, false}},                                  \
+  {KIND, "collective_wait", {wait_kernel, false}}
+const KernelRegistrar registrations[] = {KILN_COLLECTIVE_KERNELS(DeviceKind::cpu),
+                                         KILN_COLLECTIVE_KERNELS(DeviceKind::cuda)};
+#undef KILN_COLLECTIVE_KERNELS
 
 }  // namespace
 }  // namespace kiln::dist

@@ -14,14 +14,9 @@
 // f32 for bf16/f16 (rounded once, to nearest even), f64 for f64, wrapping
 // for integers; avg divides the sum by the group size.
 //
-// Backends: MpiProcessGroup (CPU ranks) and LocalProcessGroup (a world of
-// one). A NCCL backend for GPUs fits under the same interface: start()
-// enqueues the NCCL calls on a communication stream (ncclSend/ncclRecv in a
-// group for all_to_all and the rank-ordered reduce-scatter), records an
-// event that its thread polls (cudaEventQuery, ncclCommGetAsyncError)
-// against the same deadlines before completing the same Work, and split()
-// is ncclCommSplit(color, key). The buffers are then that device's memory,
-// which the kernels already hand over; callers do not change.
+// Backends: MpiProcessGroup (CPU ranks), LocalProcessGroup (a world of
+// one) and, for GPUs, NCCL's (kiln/backend/nccl/nccl_process_group.h, made
+// through kiln/dist/device_group.h).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -34,6 +29,7 @@
 #include "kiln/base/dtype.h"
 #include "kiln/base/reduce_op.h"
 #include "kiln/dist/work.h"
+#include "kiln/runtime/device.h"
 
 namespace kiln::dist {
 
@@ -110,6 +106,11 @@ class ProcessGroup {
   // A collective over this group: members passing the same color form a new
   // group, ranked by key (ties by rank here). Every member must call it.
   virtual std::shared_ptr<ProcessGroup> split(int color, int key, std::string name) = 0;
+
+  // The devices whose memory the collectives move (host memory for MPI and
+  // local groups; NCCL's take CUDA memory, and hand host buffers to their
+  // host group).
+  virtual DeviceKind memory() const { return DeviceKind::cpu; }
 
  protected:
   ProcessGroup(int rank, int size, std::string name, std::vector<int> world_ranks,

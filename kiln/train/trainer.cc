@@ -18,6 +18,7 @@
 #include "kiln/data/dataset.h"
 #include "kiln/data/loader.h"
 #include "kiln/data/tokenizer.h"
+#include "kiln/dist/device_group.h"
 #include "kiln/dist/mesh.h"
 #include "kiln/dist/spmd_handshake.h"
 #include "kiln/dist/world.h"
@@ -112,13 +113,19 @@ std::string lora_text(const TrainConfig& c, const RunSetup& s) {
 
 // The run's device mesh, current while the run lasts (the collective
 // kernels find their process groups in it). Under mpirun the world is the
-// MPI job; otherwise this process alone.
+// MPI job, and on GPUs the NCCL group over it (kiln/dist/device_group.h);
+// otherwise this process alone.
 class MeshScope {
  public:
-  explicit MeshScope(const TrainConfig& c) : previous_(dist::current_mesh()) {
+  MeshScope(const TrainConfig& c, Device device)
+      : previous_(dist::current_mesh()), device_(device) {
     std::shared_ptr<dist::ProcessGroup> world = dist::world();
-    world->set_timeout(
-        std::chrono::milliseconds(int64_t(std::ceil(c.comm.timeout_seconds * 1000))));
+    const std::chrono::milliseconds timeout(int64_t(std::ceil(c.comm.timeout_seconds * 1000)));
+    world->set_timeout(timeout);
+    if (world->size() > 1) {
+      world = dist::device_group(world, device);
+      world->set_timeout(timeout);
+    }
     mesh_ = std::make_shared<dist::DeviceMesh>(world, mesh_degrees(c));
     dist::set_current_mesh(mesh_);
   }
@@ -129,22 +136,12 @@ class MeshScope {
   const std::shared_ptr<dist::DeviceMesh>& mesh() const { return mesh_; }
   dist::ProcessGroup& world() const { return mesh_->world(); }
   bool lead() const { return world().rank() == 0; }  // prints and writes the run's files
+  Device device() const { return device_; }  // this rank's (run_device.h)
 
  private:
   std::shared_ptr<dist::DeviceMesh> previous_, mesh_;
+  Device device_;
 };
-
-// This rank's device (run_device.h). Collectives run on the host (MPI), so
-// a run of several ranks computes there until they run over NCCL.
-Device training_device(const TrainConfig& c, const MeshScope& mesh) {
-  const Device d = run_device(c.training.device, dist::local_rank(), dist::local_ranks());
-  KILN_CHECK(d.kind == DeviceKind::cpu || mesh.world().size() == 1, "training.device = ",
-             c.training.device, " with ", mesh.world().size(),
-             " ranks: collectives on GPUs (NCCL) are not implemented yet, so a run of several "
-             "ranks computes on the CPU; train on one GPU with one rank, or use "
-             "--training.device cpu");
-  return d;
-}
 
 constexpr int kStopByCallback = -1;  // agree_on_stop's answer for a callback's stop
 
@@ -153,7 +150,7 @@ class Run {
   // `out` is rank 0's; the other ranks print nothing.
   Run(const TrainConfig& c, const MeshScope& mesh, std::ostream& out, const StepCallback& on_step)
       : c_(c), mesh_(mesh), out_(mesh.lead() ? out : null_out_), on_step_(on_step),
-        device_(training_device(c, mesh)), s_(c, mesh.mesh(), device_) {}
+        device_(mesh.device()), s_(c, mesh.mesh(), device_) {}
   TrainResult go();
 
  private:
@@ -631,7 +628,7 @@ TrainResult run_training(const TrainConfig& config, std::ostream& out, const Ste
   std::optional<MeshScope> mesh;
   try {
     check_supported(config);
-    mesh.emplace(config);
+    mesh.emplace(config, run_device(config.training.device, dist::local_rank(), dist::local_ranks()));
     return Run(config, *mesh, out, on_step).go();
   } catch (const Error& e) {
     // Every rank's error reaches the terminal (mpirun forwards stderr): say whose.

@@ -1,0 +1,428 @@
+#include "kiln/backend/nccl/nccl_process_group.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/rank_reduce.h"
+#include "kiln/backend/cuda/stream.h"
+#include "kiln/backend/nccl/library.h"
+#include "kiln/base/error.h"
+#include "kiln/dist/device_group.h"
+
+namespace kiln::nccl {
+namespace {
+
+using dist::Collective;
+using dist::CollectiveKind;
+using dist::ProcessGroup;
+using dist::Work;
+using dist::WorkState;
+using Clock = std::chrono::steady_clock;
+
+// Whether p points at device (or managed) memory; null and host memory are not.
+bool on_device(const void* p) {
+  if (!p) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unknown host pointer: not an error to keep
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+// The public call that makes `c` on group g (which checks it again).
+Work run_on(ProcessGroup& g, const Collective& c) {
+  switch (c.kind) {
+    case CollectiveKind::all_reduce: return g.all_reduce(c.in, c.out, c.count, c.dtype, c.op);
+    case CollectiveKind::all_gather: return g.all_gather(c.in, c.out, c.counts, c.dtype);
+    case CollectiveKind::reduce_scatter:
+      return g.reduce_scatter(c.in, c.out, c.counts, c.dtype, c.op);
+    case CollectiveKind::all_to_all:
+      return g.all_to_all(c.in, c.counts, c.out, c.recv_counts, c.dtype);
+    case CollectiveKind::broadcast: return g.broadcast(c.out, c.count, c.dtype, c.peer);
+    case CollectiveKind::reduce: return g.reduce(c.in, c.out, c.count, c.dtype, c.peer, c.op);
+    case CollectiveKind::barrier: return g.barrier();
+    case CollectiveKind::send: return g.send(c.in, c.count, c.dtype, c.peer, c.tag);
+    case CollectiveKind::recv: return g.recv(c.out, c.count, c.dtype, c.peer, c.tag);
+  }
+  fail("NCCL group: unknown collective");
+}
+
+std::vector<int64_t> offsets(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> off(counts.size() + 1, 0);
+  for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
+  return off;
+}
+
+// A transfer to or from one peer: bytes at p.
+struct Transfer {
+  int peer;
+  void* p;
+  size_t bytes;
+};
+
+// A collective in flight: watched from before its NCCL calls (which may
+// block, waiting for peers) and done when its event has passed.
+struct Pending {
+  std::shared_ptr<WorkState> state = std::make_shared<WorkState>();
+  Clock::time_point deadline;
+  std::string what;  // "all_reduce of 4096 bf16 elements"
+  int64_t seq = 0;   // its number among this group's collectives, from 1
+  cudaEvent_t done = nullptr;
+  std::atomic<bool> issued{false};  // done is recorded after the calls
+};
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  NcclProcessGroup(std::shared_ptr<ProcessGroup> host, int device, ncclComm_t comm)
+      : ProcessGroup(host->rank(), host->size(), host->name(), host->world_ranks(),
+                     host->timeout()),
+        host_(std::move(host)), device_(device), comm_(comm) {
+    // The poller's own host group: its exchange on a timeout never meets
+    // the host traffic of other threads.
+    watch_ = host_->split(0, host_->rank(), name() + "/nccl-watch");
+    KILN_CUDA_CHECK(cudaSetDevice(device_));
+    int least = 0, greatest = 0;
+    KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    poller_ = std::thread([this] { poll(); });
+  }
+
+  ~NcclProcessGroup() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    poller_.join();
+    cudaSetDevice(device_);
+    if (std::lock_guard lock(abort_mu_); aborted_.empty()) library().comm_destroy(comm_);
+    cudaEventDestroy(ready_);
+    cudaStreamDestroy(stream_);
+  }
+
+  DeviceKind memory() const override { return DeviceKind::cuda; }
+
+  std::shared_ptr<ProcessGroup> split(int color, int key, std::string name) override {
+    std::shared_ptr<ProcessGroup> host = host_->split(color, key, name);
+    ncclComm_t comm = nullptr;
+    {
+      std::lock_guard lock(issue_mu_);
+      KILN_CUDA_CHECK(cudaSetDevice(device_));
+      check(library().comm_split(comm_, color, key, &comm, nullptr), "ncclCommSplit");
+    }
+    auto g = std::make_shared<NcclProcessGroup>(std::move(host), device_, comm);
+    g->set_timeout(timeout());
+    return g;
+  }
+
+ protected:
+  Work start(Collective c) override {
+    const bool in_device = on_device(c.in), out_device = on_device(c.out);
+    if (!in_device && !out_device) return run_on(*host_, c);
+    KILN_CHECK((in_device || !c.in) && (out_device || !c.out), collective_name(c.kind), " on ",
+               describe(), ": one buffer is in device memory and the other in host memory; "
+               "NCCL moves device memory only");
+    std::lock_guard lock(issue_mu_);
+    {
+      std::lock_guard alock(abort_mu_);
+      KILN_CHECK(aborted_.empty(), collective_name(c.kind), " on ", describe(),
+                 ": the group's NCCL communicator was aborted after an earlier failure (",
+                 aborted_, ")");
+    }
+    KILN_CUDA_CHECK(cudaSetDevice(device_));
+    auto p = std::make_shared<Pending>();
+    p->deadline = Clock::now() + timeout();
+    p->what = describe_call(c);
+    p->seq = ++started_;
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
+    {
+      std::lock_guard plock(mu_);
+      pending_.push_back(p);
+    }
+    cv_.notify_all();
+    // Called on the device's queue thread: after the work enqueued there.
+    if (cuda::bound_to(device_)) {
+      KILN_CUDA_CHECK(cudaEventRecord(ready_, cuda::current_stream()));
+      KILN_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    }
+    enqueue(c);
+    KILN_CUDA_CHECK(cudaEventRecord(p->done, stream_));
+    p->issued = true;
+    return Work(p->state);
+  }
+
+ private:
+  static std::string describe_call(const Collective& c) {
+    int64_t n = c.count;
+    for (int64_t x : c.counts) n = std::max(n, x);
+    return cat(collective_name(c.kind), " of ", n, " ", dtype_name(c.dtype), " elements");
+  }
+
+  // Grouped sends and receives on the group's stream.
+  void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs) {
+    const Library& l = library();
+    check(l.group_start(), "ncclGroupStart");
+    for (const Transfer& t : sends)
+      if (t.bytes) check(l.send(t.p, t.bytes, ncclUint8, t.peer, comm_, stream_), "ncclSend");
+    for (const Transfer& t : recvs)
+      if (t.bytes) check(l.recv(t.p, t.bytes, ncclUint8, t.peer, comm_, stream_), "ncclRecv");
+    check(l.group_end(), "ncclGroupEnd");
+  }
+
+  void copy(void* dst, const void* src, size_t bytes) {
+    if (bytes && dst != src)
+      KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  char* staging(size_t bytes) {
+    void* p = nullptr;
+    KILN_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 1), stream_));
+    return static_cast<char*>(p);
+  }
+  void release(char* p) { KILN_CUDA_CHECK(cudaFreeAsync(p, stream_)); }
+
+  // in (offsets by counts) reduced over ranks into out (counts[rank] elements):
+  // each rank's chunks exchanged, then reduced in rank order.
+  void reduce_scatter(const char* in, char* out, const std::vector<int64_t>& counts, DType dtype,
+                      ReduceOp op) {
+    const size_t w = itemsize(dtype);
+    const int n = size(), me = rank();
+    const std::vector<int64_t> off = offsets(counts);
+    const int64_t mine = counts[size_t(me)];
+    char* parts = staging(size_t(n * mine) * w);
+    std::vector<Transfer> sends, recvs;
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      sends.push_back({p, const_cast<char*>(in) + size_t(off[size_t(p)]) * w,
+                       size_t(counts[size_t(p)]) * w});
+      recvs.push_back({p, parts + size_t(p * mine) * w, size_t(mine) * w});
+    }
+    copy(parts + size_t(me * mine) * w, in + size_t(off[size_t(me)]) * w, size_t(mine) * w);
+    exchange(sends, recvs);
+    cuda::rank_ordered_reduce(out, parts, n, mine, mine, dtype, op, stream_);
+    release(parts);
+  }
+
+  // Every rank's `counts[rank]` elements at mine, into out at its offset.
+  void all_gather(const char* mine, char* out, const std::vector<int64_t>& counts, DType dtype) {
+    const size_t w = itemsize(dtype);
+    const int n = size(), me = rank();
+    const std::vector<int64_t> off = offsets(counts);
+    std::vector<Transfer> sends, recvs;
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      sends.push_back({p, const_cast<char*>(mine), size_t(counts[size_t(me)]) * w});
+      recvs.push_back({p, out + size_t(off[size_t(p)]) * w, size_t(counts[size_t(p)]) * w});
+    }
+    copy(out + size_t(off[size_t(me)]) * w, mine, size_t(counts[size_t(me)]) * w);
+    exchange(sends, recvs);
+  }
+
+  void enqueue(const Collective& c) {
+    const size_t w = itemsize(c.dtype);
+    const int n = size(), me = rank();
+    const char* in = static_cast<const char*>(c.in);
+    char* out = static_cast<char*>(c.out);
+    switch (c.kind) {
+      case CollectiveKind::all_reduce: {
+        // A reduce-scatter of near-equal chunks, then their all-gather.
+        std::vector<int64_t> chunks(size_t(n), c.count / n);
+        for (int64_t r = 0; r < c.count % n; ++r) chunks[size_t(r)] += 1;
+        const int64_t at = offsets(chunks)[size_t(me)];
+        reduce_scatter(in, out + size_t(at) * w, chunks, c.dtype, c.op);
+        all_gather(out + size_t(at) * w, out, chunks, c.dtype);
+        return;
+      }
+      case CollectiveKind::reduce_scatter: return reduce_scatter(in, out, c.counts, c.dtype, c.op);
+      case CollectiveKind::all_gather: return all_gather(in, out, c.counts, c.dtype);
+      case CollectiveKind::all_to_all: {
+        const std::vector<int64_t> so = offsets(c.counts), ro = offsets(c.recv_counts);
+        std::vector<Transfer> sends, recvs;
+        for (int p = 0; p < n; ++p) {
+          if (p == me) continue;
+          sends.push_back({p, const_cast<char*>(in) + size_t(so[size_t(p)]) * w,
+                           size_t(c.counts[size_t(p)]) * w});
+          recvs.push_back({p, out + size_t(ro[size_t(p)]) * w, size_t(c.recv_counts[size_t(p)]) * w});
+        }
+        copy(out + size_t(ro[size_t(me)]) * w, in + size_t(so[size_t(me)]) * w,
+             size_t(c.counts[size_t(me)]) * w);
+        return exchange(sends, recvs);
+      }
+      case CollectiveKind::broadcast:
+        if (n > 1 && c.count > 0)
+          check(library().broadcast(out, out, size_t(c.count) * w, ncclUint8, c.peer, comm_, stream_),
+                "ncclBroadcast");
+        return;
+      case CollectiveKind::reduce: {
+        // Every rank's input to the root, reduced there in rank order.
+        const size_t bytes = size_t(c.count) * w;
+        if (me != c.peer) return exchange({{c.peer, const_cast<char*>(in), bytes}}, {});
+        char* parts = staging(bytes * size_t(n));
+        std::vector<Transfer> recvs;
+        for (int p = 0; p < n; ++p)
+          if (p != me) recvs.push_back({p, parts + bytes * size_t(p), bytes});
+        copy(parts + bytes * size_t(me), in, bytes);
+        exchange({}, recvs);
+        cuda::rank_ordered_reduce(out, parts, n, c.count, c.count, c.dtype, c.op, stream_);
+        return release(parts);
+      }
+      case CollectiveKind::barrier: {
+        // A byte from every rank to every rank.
+        char* bytes = staging(size_t(n));
+        all_gather(bytes + me, bytes, std::vector<int64_t>(size_t(n), 1), DType::b8);
+        return release(bytes);
+      }
+      case CollectiveKind::send:
+        return exchange({{c.peer, const_cast<char*>(in), size_t(c.count) * w}}, {});
+      case CollectiveKind::recv: return exchange({}, {{c.peer, out, size_t(c.count) * w}});
+    }
+  }
+
+  // Completes the pending collectives in order; fails them on NCCL's
+  // errors and on the timeout.
+  void poll() {
+    cudaSetDevice(device_);
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping
+      std::shared_ptr<Pending> p = pending_.front();
+      lock.unlock();
+      const cudaError_t q = p->issued ? cudaEventQuery(p->done) : cudaErrorNotReady;
+      ncclResult_t async = ncclSuccess;
+      std::string error;
+      if (q == cudaSuccess) {
+      } else if (q != cudaErrorNotReady) {
+        error = cat(p->what, " on ", describe(), " failed on the device: ", cudaGetErrorString(q));
+      } else if (library().comm_get_async_error(comm_, &async) == ncclSuccess &&
+                 async != ncclSuccess && async != ncclInProgress) {
+        error = cat(p->what, " on ", describe(), " failed: NCCL reported ",
+                    library().get_error_string(async));
+      } else if (Clock::now() > p->deadline) {
+        error = timeout_message(*p);
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        lock.lock();
+        continue;
+      }
+      if (!error.empty()) abort(error);
+      lock.lock();
+      if (error.empty()) {
+        p->state->finish();
+        cudaEventDestroy(p->done);
+        pending_.pop_front();
+        continue;
+      }
+      for (const std::shared_ptr<Pending>& left : pending_) {
+        left->state->fail(left == p ? error : cat(left->what, " on ", describe(),
+                                                  " failed: an earlier collective did (", error,
+                                                  ")"));
+        cudaEventDestroy(left->done);
+      }
+      pending_.clear();
+    }
+  }
+
+  // The collective that timed out, and which ranks had not started it: each
+  // rank's count of started collectives, exchanged over the watch group.
+  std::string timeout_message(const Pending& p) {
+    std::string head = cat(p.what, " on ", describe(), " did not complete within ",
+                           timeout().count(), " ms (collective #", p.seq, " of this group)");
+    std::vector<int64_t> counts(static_cast<size_t>(size()));
+    int64_t mine = started_;
+    try {
+      watch_->set_timeout(timeout());
+      watch_->all_gather(&mine, counts.data(), 1, DType::i64).wait();
+    } catch (const Error& e) {
+      return cat(head, "; asking the ranks how far they got failed: ", e.what());
+    }
+    std::string behind;
+    for (int r = 0; r < size(); ++r)
+      if (counts[size_t(r)] < p.seq)
+        behind += cat(behind.empty() ? "" : ", ", world_ranks()[size_t(r)], " (at #",
+                      counts[size_t(r)], ")");
+    return behind.empty()
+               ? cat(head, "; every rank started it, so NCCL stalled (a network or GPU fault?)")
+               : cat(head, "; world ranks ", behind, " did not arrive");
+  }
+
+  // Aborts the communicator (also from this thread while another is
+  // blocked in a NCCL call on it, which returns).
+  void abort(const std::string& why) {
+    std::lock_guard lock(abort_mu_);
+    if (!aborted_.empty()) return;
+    aborted_ = why;
+    library().comm_abort(comm_);
+  }
+
+  std::shared_ptr<ProcessGroup> host_, watch_;
+  int device_;
+  ncclComm_t comm_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  std::mutex issue_mu_;  // one caller at a time issues NCCL calls
+  std::mutex abort_mu_;
+  std::string aborted_;  // why the communicator was aborted; empty while usable
+  std::atomic<int64_t> started_{0};
+  std::mutex mu_;  // the pending list
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Pending>> pending_;
+  bool stop_ = false;
+  std::thread poller_;
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> nccl_group(std::shared_ptr<ProcessGroup> host, int device) {
+  // Every rank checks its device first and learns whether all others can
+  // go on, so none is left waiting in NCCL's bootstrap.
+  std::string problem;
+  try {
+    library();
+    KILN_CUDA_CHECK(cudaSetDevice(device));
+    KILN_CUDA_CHECK(cudaFree(nullptr));  // creates the context
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  const int n = host->size();
+  std::vector<int64_t> ok(static_cast<size_t>(n));
+  int64_t mine = problem.empty() ? 1 : 0;
+  host->all_gather(&mine, ok.data(), 1, DType::i64).wait();
+  std::string missing;
+  for (int r = 0; r < n; ++r)
+    if (!ok[size_t(r)]) missing += cat(missing.empty() ? "" : ", ", host->world_ranks()[size_t(r)]);
+  KILN_CHECK(missing.empty(), "NCCL process group over ", host->describe(), " on cuda:", device,
+             ": world ranks ", missing, " cannot use NCCL on their GPU",
+             problem.empty() ? std::string() : cat("; here: ", problem));
+
+  ncclUniqueId id{};
+  static_assert(sizeof id % sizeof(int64_t) == 0);
+  if (host->rank() == 0) check(library().get_unique_id(&id), "ncclGetUniqueId");
+  host->broadcast(&id, int64_t(sizeof id / sizeof(int64_t)), DType::i64, 0).wait();
+  ncclComm_t comm = nullptr;
+  check(library().comm_init_rank(&comm, n, id, host->rank()), "ncclCommInitRank");
+  return std::make_shared<NcclProcessGroup>(std::move(host), device, comm);
+}
+
+namespace {
+[[maybe_unused]] const bool registered =
+    (dist::register_device_group(DeviceKind::cuda,
+                                 [](std::shared_ptr<ProcessGroup> host, int index) {
+                                   return nccl_group(std::move(host), index);
+                                 }),
+     true);
+}  // namespace
+
+}  // namespace kiln::nccl

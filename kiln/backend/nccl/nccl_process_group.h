@@ -1,0 +1,37 @@
+// The NCCL backend of kiln::dist::ProcessGroup, for ranks on GPUs, with
+// the MPI group's interface and semantics (kiln/dist/process_group.h):
+//
+// - Made collectively over a host group (the MPI world, or one of its
+//   splits) and a CUDA device per rank: rank 0's NCCL unique id travels by
+//   the host group's broadcast, and every rank first checks its device, so a
+//   rank without one fails them all with a message naming it (no rank is
+//   left in NCCL's bootstrap).
+// - Device buffers move over NCCL on the group's own stream (high
+//   priority), so collectives overlap the compute that does not need them.
+//   Called on the device's queue thread (kiln's CUDA kernels are), a
+//   collective follows the work enqueued there before it; called from
+//   another thread, its buffers must be ready (synchronise the device first).
+//   Host buffers go to the host group, so host code may use either.
+// - Reductions keep the interface's bits: a reduce-scatter is an exchange of
+//   chunks (grouped ncclSend/ncclRecv) and a rank-ordered reduction on the
+//   GPU (kiln/backend/cuda/rank_reduce.h), an all-reduce that plus an
+//   all-gather (the traffic of a ring all-reduce), never NCCL's own
+//   arithmetic, whose order depends on the topology.
+// - A polling thread completes each Work when its event has passed, fails
+//   it on NCCL's asynchronous errors, and on the group's timeout aborts the
+//   communicator and names the collective, the group and the ranks that did
+//   not arrive (found by an exchange of collective counts over the host
+//   group, whose own timeout names ranks that never answer).
+// - split() splits the host group and the communicator (ncclCommSplit).
+#pragma once
+#include <memory>
+
+#include "kiln/dist/process_group.h"
+
+namespace kiln::nccl {
+
+// Collective over `host`'s members: each passes its own CUDA device index.
+std::shared_ptr<dist::ProcessGroup> nccl_group(std::shared_ptr<dist::ProcessGroup> host,
+                                               int device);
+
+}  // namespace kiln::nccl

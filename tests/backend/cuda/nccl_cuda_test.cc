@@ -1,0 +1,144 @@
+// The NCCL process group on a GPU (one rank: the machines lent have one
+// GPU): every collective on device buffers against the host group's on the
+// same data, host buffers handed to the host group, split, and the
+// rank-ordered reduction kernel (which the group runs over n ranks' parts)
+// against the host's kiln::dist::reduce_in_order for 3 parts in every
+// reducible dtype and op. Multi-rank NCCL needs a machine with several GPUs.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "kiln/backend/cuda/rank_reduce.h"
+#include "kiln/dist/device_group.h"
+#include "kiln/dist/local_process_group.h"
+#include "kiln/dist/reduce.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/ops/random.h"
+#include "tests/backend/cuda/against_cpu.h"
+#include "tests/support/support.h"
+
+namespace kiln {
+namespace {
+
+using test::kCuda0;
+
+// A contiguous tensor's first element in device memory, once its writes are done.
+void* device_ptr(const Tensor& t) {
+  synchronize(kCuda0);
+  const TensorImpl& impl = *t.impl_ptr();
+  return static_cast<char*>(impl.storage->data) + impl.offset * int64_t(itemsize(t.dtype()));
+}
+
+Tensor random(int64_t n, DType dt, uint64_t seed) {
+  Generator g(seed);
+  return uniform({n}, -4, 4, g, DType::f32, kCPU).to(dt);
+}
+
+std::vector<char> bytes_of(const Tensor& t) {
+  Tensor c = t.to(kCPU);
+  std::vector<char> b(size_t(c.numel()) * itemsize(c.dtype()));
+  const TensorImpl& impl = *c.impl_ptr();
+  std::memcpy(b.data(), static_cast<char*>(impl.storage->data) + impl.offset * int64_t(itemsize(c.dtype())),
+              b.size());
+  return b;
+}
+
+class NcclCuda : public ::testing::Test {
+ protected:
+  std::shared_ptr<dist::ProcessGroup> host =
+      std::make_shared<dist::LocalProcessGroup>("world", std::chrono::seconds(60));
+  std::shared_ptr<dist::ProcessGroup> nccl = dist::device_group(host, kCuda0);
+};
+
+TEST_F(NcclCuda, IsACudaGroupOverTheHostRanks) {
+  EXPECT_EQ(nccl->memory(), DeviceKind::cuda);
+  EXPECT_EQ(nccl->size(), host->size());
+  EXPECT_EQ(nccl->rank(), host->rank());
+  EXPECT_EQ(nccl->world_ranks(), host->world_ranks());
+}
+
+TEST_F(NcclCuda, CollectivesMatchTheHostGroup) {
+  for (DType dt : {DType::f32, DType::bf16, DType::f64, DType::i64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const int64_t n = 1037;
+    Tensor in = random(n, dt, 1);
+    std::vector<char> host_in = bytes_of(in), host_out(host_in.size());
+    auto check = [&](const char* what, const std::function<dist::Work(dist::ProcessGroup&, const void*, void*)>& run) {
+      Tensor out = zeros({n}, dt, kCuda0);
+      run(*nccl, device_ptr(in.to(kCuda0)), device_ptr(out)).wait();
+      std::fill(host_out.begin(), host_out.end(), 0);
+      run(*host, host_in.data(), host_out.data()).wait();
+      EXPECT_EQ(bytes_of(out), host_out) << what;
+    };
+    Tensor in_gpu = in.to(kCuda0);
+    check("all_reduce sum", [&](auto& g, const void* a, void* b) { return g.all_reduce(a, b, n, dt); });
+    check("all_reduce max", [&](auto& g, const void* a, void* b) {
+      return g.all_reduce(a, b, n, dt, ReduceOp::max);
+    });
+    if (is_floating(dt))
+      check("all_reduce avg", [&](auto& g, const void* a, void* b) {
+        return g.all_reduce(a, b, n, dt, ReduceOp::avg);
+      });
+    check("all_gather", [&](auto& g, const void* a, void* b) { return g.all_gather(a, b, n, dt); });
+    check("reduce_scatter", [&](auto& g, const void* a, void* b) {
+      return g.reduce_scatter(a, b, n, dt);
+    });
+    check("all_to_all", [&](auto& g, const void* a, void* b) {
+      std::vector<int64_t> counts{n};
+      return g.all_to_all(a, counts, b, counts, dt);
+    });
+    check("reduce", [&](auto& g, const void* a, void* b) { return g.reduce(a, b, n, dt, 0); });
+  }
+}
+
+TEST_F(NcclCuda, BroadcastBarrierAndHostBuffers) {
+  Tensor t = random(100, DType::f32, 2).to(kCuda0);
+  std::vector<char> before = bytes_of(t);
+  nccl->broadcast(device_ptr(t), 100, DType::f32, 0).wait();
+  EXPECT_EQ(bytes_of(t), before);
+  nccl->barrier().wait();
+  // Host buffers go to the host group.
+  std::vector<float> a{1, 2, 3}, b(3);
+  nccl->all_reduce(a.data(), b.data(), 3, DType::f32).wait();
+  EXPECT_EQ(b, a);
+  // One device buffer and one host buffer is an error.
+  test::expect_error([&] { nccl->all_reduce(device_ptr(t), b.data(), 3, DType::f32); },
+                     "one buffer is in device memory and the other in host memory");
+}
+
+TEST_F(NcclCuda, SplitGivesAWorkingGroup) {
+  std::shared_ptr<dist::ProcessGroup> sub = nccl->split(0, 0, "dp");
+  EXPECT_EQ(sub->name(), "dp");
+  EXPECT_EQ(sub->memory(), DeviceKind::cuda);
+  Tensor t = random(64, DType::bf16, 3).to(kCuda0), out = zeros({64}, DType::bf16, kCuda0);
+  sub->all_reduce(device_ptr(t), device_ptr(out), 64, DType::bf16).wait();
+  EXPECT_EQ(bytes_of(out), bytes_of(t));
+}
+
+TEST(RankOrderedReduce, MatchesTheHostReduction) {
+  const int parts = 3;
+  const int64_t count = 2500;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
+      if (op == ReduceOp::avg && !is_floating(dt)) continue;
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + reduce_op_name(op));
+      Tensor all = random(parts * count, dt, 9);
+      std::vector<char> host = bytes_of(all), want(size_t(count) * itemsize(dt));
+      std::vector<const void*> ptrs;
+      for (int p = 0; p < parts; ++p) ptrs.push_back(host.data() + size_t(p * count) * itemsize(dt));
+      dist::reduce_in_order(want.data(), ptrs, count, dt, op);
+      Tensor on_gpu = all.to(kCuda0), out = zeros({count}, dt, kCuda0);
+      cuda::rank_ordered_reduce(device_ptr(out), device_ptr(on_gpu), parts, count, count, dt, op,
+                                nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(bytes_of(out), want);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
