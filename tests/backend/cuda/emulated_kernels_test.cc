@@ -2,20 +2,26 @@
 // threads and barriers per block) against the CPU kernels of the same ops,
 // so their indexing, masking, tiling and synchronisation are checked where
 // there is no GPU (the cuda-labelled tests check them on one): flash
-// attention forward and backward for every query tile height, and grouped
-// matmul's planning, products (tensor-core fragments for bf16, scalar
+// attention forward and backward for every query tile height, linear
+// cross-entropy's row kernels (the tiles' logits from CPU products), and
+// grouped matmul's planning, products (tensor-core fragments for bf16, scalar
 // FMAs for f32/f64), padding and size checks.
 #include "tests/backend/cuda/emulated.h"  // first: the kernels compile for the host
 
 #include "kiln/backend/cuda/kernels/flash_attention.cuh"
 #include "kiln/backend/cuda/kernels/flash_attention_tc.cuh"
 #include "kiln/backend/cuda/kernels/grouped_matmul.cuh"
+#include "kiln/backend/cuda/kernels/linear_cross_entropy.cuh"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/matmul.h"
+#include "kiln/ops/shape.h"
 #include "tests/support/fused_checks.h"
+#include "tests/support/gradcheck.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -166,6 +172,90 @@ TEST(EmulatedFlashAttention, TensorCoreKernelsMatchTheCpuKernel) {
   check_attention_tc({1, 2, 1, 40, 150, 16, 32, true, 50, 0}, 3);   // queries last, a window
   check_attention_tc({2, 2, 2, 140, 140, 16, 16, true, 0, 1}, 4);   // packed documents
   check_attention_tc({1, 1, 1, 80, 80, 16, 16, false, 0, 2}, 5);    // interleaved ids
+}
+
+// ---------------------------------------------------- linear cross-entropy
+
+// The CUDA kernel's passes with the row kernels emulated and the products
+// (cuBLASLt there) done on the CPU, over vocabulary tiles of `tile`
+// columns, against the CPU kernel: loss, log-sum-exp, dh and dw.
+void check_lce(const LceCase& c, int64_t tile, uint64_t seed) {
+  using namespace cuda::lce;
+  SCOPED_TRACE(describe(c, DType::f32) + " tile " + std::to_string(tile));
+  const ir::Attrs attrs = lce_attrs(c);
+  std::vector<Tensor> in = lce_inputs(c, DType::f32, seed);
+  std::vector<Tensor> want = fused("linear_cross_entropy", attrs)(in);
+  const int64_t N = c.rows, V = c.vocab;
+  std::vector<int64_t> targets = in[2].to_vector<int64_t>();
+  cuda::IndexFault fault{};
+  const Targets t{targets.data(), true, c.ignore_index, V, &fault};
+  const dim3 rows_grid(unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock));
+  auto logits_of = [&](int64_t v0, int64_t width) {
+    return matmul(in[0], in[1].slice(0, v0, v0 + width), false, true).to_vector<float>();
+  };
+
+  const size_t n_rows = static_cast<size_t>(N);
+  std::vector<float> m(n_rows), l(n_rows), picked(n_rows), lse(n_rows), rows(n_rows);
+  emulated::launch(dim3(2), 64, 0, start_rows_k<float>, m.data(), l.data(), picked.data(), N);
+  for (int64_t v0 = 0; v0 < V; v0 += tile) {
+    const int64_t width = std::min(tile, V - v0);
+    std::vector<float> z = logits_of(v0, width);
+    emulated::launch(rows_grid, 32 * kRowsPerBlock, 0, fold_tile_k<float>, z.data(), width, v0,
+                     t, m.data(), l.data(), picked.data(), N);
+  }
+  const bool none = c.reduction == "none";
+  std::vector<float> loss(none ? n_rows : 1);
+  emulated::launch(dim3(2), 64, 0, finish_rows_k<float>, m.data(), l.data(), picked.data(), t,
+                   lse.data(), none ? loss.data() : rows.data(), N);
+  if (!none)
+    emulated::launch(dim3(1), 32, 0, reduce_k<float>, rows.data(), t, c.reduction == "mean",
+                     loss.data(), N);
+  EXPECT_EQ(fault.set, 0u);
+  const Tol tol = tol_for(DType::f32);
+  EXPECT_TRUE(all_close(as_double(loss), want[0].to_vector<double>(), tol.rtol, tol.atol)) << "loss";
+  EXPECT_TRUE(all_close(as_double(lse), want[1].to_vector<double>(), tol.rtol, tol.atol)) << "lse";
+
+  // Backward: G per tile, then dh += G w_tile and dw_tile = G^T h on the CPU.
+  Tensor dsoft = random_tensor({N}, DType::f32, seed + 7);
+  Tensor dtarget = random_tensor({N}, DType::f32, seed + 8);
+  std::vector<Tensor> bin{in[0], in[1], in[2], want[1], dsoft, dtarget};
+  std::vector<Tensor> want_grads =
+      fused("linear_cross_entropy_backward", {{"ignore_index", c.ignore_index}})(bin);
+  std::vector<float> ds = dsoft.to_vector<float>(), dt = dtarget.to_vector<float>();
+  Tensor dh = zeros({N, c.dim});
+  std::vector<Tensor> dw_tiles;
+  for (int64_t v0 = 0; v0 < V; v0 += tile) {
+    const int64_t width = std::min(tile, V - v0);
+    std::vector<float> z = logits_of(v0, width), g(z.size());
+    emulated::launch(dim3(3), 64, 0, grad_tile_k<float, float>, z.data(), g.data(), width, v0, t,
+                     lse.data(), ds.data(), dt.data(), N * width);
+    Tensor gt = from_vector(g, {N, width});
+    dh = dh + matmul(gt, in[1].slice(0, v0, v0 + width));
+    dw_tiles.push_back(matmul(gt, in[0], true, false));
+  }
+  EXPECT_TRUE(all_close(dh, want_grads[0], tol.rtol, tol.atol)) << "dh";
+  EXPECT_TRUE(all_close(concat(dw_tiles, 0), want_grads[1], tol.rtol, tol.atol)) << "dw";
+}
+
+TEST(EmulatedLinearCrossEntropy, RowKernelsMatchTheCpuKernel) {
+  check_lce({37, 16, 100, "mean", -100, 5}, 40, 1);  // three tiles, the last narrow
+  check_lce({70, 8, 90, "none", -100, 4}, 32, 2);    // rows over several blocks
+  check_lce({65, 8, 50, "sum", 3, 6}, 50, 3);        // a class index as ignore_index
+}
+
+TEST(EmulatedLinearCrossEntropy, BadTargetsAreReported) {
+  using namespace cuda::lce;
+  std::vector<int64_t> targets{1, 9, 2};
+  cuda::IndexFault fault{};
+  const Targets t{targets.data(), true, -100, 5, &fault};
+  std::vector<float> z(15, 0.5f), m(3), l(3), picked(3);
+  emulated::launch(dim3(1), 32, 0, start_rows_k<float>, m.data(), l.data(), picked.data(), 3LL);
+  emulated::launch(dim3(1), 32 * kRowsPerBlock, 0, fold_tile_k<float>, z.data(), 5LL, 0LL, t,
+                   m.data(), l.data(), picked.data(), 3LL);
+  EXPECT_EQ(fault.set, 1u);
+  EXPECT_EQ(fault.value, 9);
+  EXPECT_EQ(fault.position, 1);
+  EXPECT_EQ(fault.op, int(cuda::IndexOp::linear_cross_entropy));
 }
 
 // ------------------------------------------------------- grouped matmul
