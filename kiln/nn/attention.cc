@@ -84,7 +84,8 @@ Tensor masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   Tensor scores = matmul(qg, k.unsqueeze(2).to(ct), false, true) * (1.0 / std::sqrt(double(D)));
   double lowest = ct == DType::f64 ? std::numeric_limits<double>::lowest()
                                    : double(std::numeric_limits<float>::lowest());
-  scores = where(allowed.reshape({allowed.dim(0), 1, 1, Sq, Sk}), scores, scalar(lowest, ct));
+  scores = where(allowed.reshape({allowed.dim(0), 1, 1, Sq, Sk}), scores,
+                 scalar(lowest, ct, q.device()));
   Tensor p = softmax(scores, -1).to(v.dtype());
   return matmul(p, v.unsqueeze(2)).reshape({B, Hkv * G, Sq, v.dim(3)});
 }

@@ -93,8 +93,10 @@ EvalResult evaluate(const CausalLM& model, const std::vector<TokenSequence>& seq
       std::copy(s.targets.begin(), s.targets.end(), targets.begin() + row);
     }
     const Shape shape{batch_size, seq_len};
+    const Device device = model.lm_head_weight().device();  // where the model is
     std::vector<double> totals =
-        loss({from_vector(ids, shape), from_vector(targets, shape)})[0].to_vector<double>();
+        loss({from_vector(ids, shape, device), from_vector(targets, shape, device)})[0]
+            .to_vector<double>();
     sum += totals[0];
     count += totals[1];
     r.sequences += int64_t(last - first);

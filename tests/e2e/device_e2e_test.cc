@@ -4,7 +4,8 @@
 // gives cpu:0's bits shows that the parameters, optimizer state, batches,
 // constants and every step's values were placed on the device asked for
 // (the GPU suite, tests/backend/cuda/train_cuda_test.cc, runs the same
-// ladder on CUDA). A checkpoint saved on one device resumes on another, and
+// ladder on CUDA). A checkpoint saved on one device resumes on another,
+// `kiln eval` and `kiln generate --device` give the CPU's results there, and
 // a device that does not exist is a clear error.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -78,6 +79,31 @@ TEST_F(DeviceRuns, ACheckpointResumesOnAnotherDevice) {
   EXPECT_EQ(got.loss, want.loss);
   EXPECT_EQ(got.val_loss, want.val_loss);
   EXPECT_EQ(want.val_loss.size(), 2u);
+}
+
+// A trained checkpoint evaluated and continued on cpu:1: the loss and the
+// greedy text of cpu:0 (every batch, mask and cache on the device).
+TEST_F(DeviceRuns, EvalAndGenerateRunOnTheDeviceAskedFor) {
+  const std::string corpus = (root_ / "corpus.txt").string(), dump = (root_ / "served").string();
+  CliRun trained = run_cli(debug_train_args(corpus, dump, 4, "--checkpoint.enable"));
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  auto both = [&](const std::string& command) {
+    CliRun host = run_cli(command), device = run_cli(command + " --device cpu:1", kTwoHostDevices);
+    EXPECT_EQ(host.status, 0) << host.output;
+    EXPECT_EQ(device.status, 0) << device.output;
+    return std::pair{host.output, device.output};
+  };
+  auto [eval_cpu, eval_dev] = both("eval --checkpoint " + dump + " --data " + corpus + " --json");
+  const auto loss_of = [](const std::string& out) { return out.substr(out.find("\"loss\"")); };
+  EXPECT_EQ(loss_of(eval_dev).substr(0, 30), loss_of(eval_cpu).substr(0, 30)) << eval_dev;
+  auto [gen_cpu, gen_dev] = both("generate --checkpoint " + dump +
+                                 " --prompt 'the' --max-new-tokens 12 --temperature 0");
+  EXPECT_EQ(gen_dev, gen_cpu);
+  CliRun missing = run_cli("eval --checkpoint " + dump + " --data " + corpus + " --device cpu:2",
+                           kTwoHostDevices);
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.output.find("--device cpu:2: device 'cpu:2' does not exist"), std::string::npos)
+      << missing.output;
 }
 
 TEST_F(DeviceRuns, ADeviceThatDoesNotExistIsAClearError) {
