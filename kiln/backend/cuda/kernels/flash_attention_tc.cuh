@@ -113,31 +113,47 @@ using Cols = wmma::col_major;
 
 // out[64][n] (=|+=) A[64][k] B[k][n], A and B in shared memory as their
 // layouts say (element (i, j) of a col-major operand is at p[j * ld + i]),
-// out f32 with row stride ldo; n and k multiples of 16. The block's warps
-// share the 16 x 16 output fragments; each sums its own in a fixed order.
+// out f32 with row stride ldo; n <= kMaxHeadDim and k multiples of 16.
+// Warp w owns the 16-row band w % 4 and every other 16-column block from
+// w / 4: it loads each A fragment of its band once per step of the sum and
+// keeps its accumulators in registers; each output sums in a fixed order.
 template <class LA, class LB, class T>
 __device__ void block_mma(float* out, int ldo, const T* a, int lda, const T* b, int ldb,
                           long long n, long long k, bool accumulate) {
   using W = typename TcType<T>::type;
-  const int warp = int(threadIdx.x) / 32;
-  const long long fragments = (kTcTile / 16) * (n / 16);
-  for (long long f = warp; f < fragments; f += kTcWarps) {
-    const long long fm = f % (kTcTile / 16), fn = f / (kTcTile / 16);
-    float* o = out + fm * 16 * ldo + fn * 16;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    if (accumulate) wmma::load_matrix_sync(acc, o, unsigned(ldo), wmma::mem_row_major);
-    else wmma::fill_fragment(acc, 0.0f);
-    for (long long q = 0; q < k; q += 16) {
-      // A's fragment (rows fm, sum q) and B's (sum q, columns fn).
-      const T* pa = std::is_same_v<LA, Rows> ? a + fm * 16 * lda + q : a + q * lda + fm * 16;
+  constexpr int kBands = kTcTile / 16;          // 16-row bands of the output
+  constexpr int kStep = kTcWarps / kBands;      // warps per band
+  constexpr int kMaxBlocks = kMaxHeadDim / 16 / kStep;  // column blocks per warp, at most
+  const int warp = int(threadIdx.x) / 32, band = warp % kBands, first = warp / kBands;
+  const int blocks = int(n / 16);
+  float* o = out + band * 16 * ldo;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kMaxBlocks];
+#pragma unroll
+  for (int i = 0; i < kMaxBlocks; ++i) {
+    const int fn = first + i * kStep;
+    if (fn >= blocks) continue;
+    if (accumulate) wmma::load_matrix_sync(acc[i], o + fn * 16, unsigned(ldo), wmma::mem_row_major);
+    else wmma::fill_fragment(acc[i], 0.0f);
+  }
+  for (long long q = 0; q < k; q += 16) {
+    // A's fragment (the band's rows, sum q), then B's (sum q, each block).
+    const T* pa = std::is_same_v<LA, Rows> ? a + band * 16 * lda + q : a + q * lda + band * 16;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, W, LA> fa;
+    wmma::load_matrix_sync(fa, reinterpret_cast<const W*>(pa), unsigned(lda));
+#pragma unroll
+    for (int i = 0; i < kMaxBlocks; ++i) {
+      const int fn = first + i * kStep;
+      if (fn >= blocks) continue;
       const T* pb = std::is_same_v<LB, Rows> ? b + q * ldb + fn * 16 : b + fn * 16 * ldb + q;
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, W, LA> fa;
       wmma::fragment<wmma::matrix_b, 16, 16, 16, W, LB> fb;
-      wmma::load_matrix_sync(fa, reinterpret_cast<const W*>(pa), unsigned(lda));
       wmma::load_matrix_sync(fb, reinterpret_cast<const W*>(pb), unsigned(ldb));
-      wmma::mma_sync(acc, fa, fb, acc);
+      wmma::mma_sync(acc[i], fa, fb, acc[i]);
     }
-    wmma::store_matrix_sync(o, acc, unsigned(ldo), wmma::mem_row_major);
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxBlocks; ++i) {
+    const int fn = first + i * kStep;
+    if (fn < blocks) wmma::store_matrix_sync(o + fn * 16, acc[i], unsigned(ldo), wmma::mem_row_major);
   }
 }
 
