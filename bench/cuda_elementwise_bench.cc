@@ -62,23 +62,9 @@ Tensor chain(const Tensor& x) {
   return kiln::silu(x * 1.5 + 0.25) * kiln::tanh(x) - kiln::sigmoid(kiln::square(x));
 }
 
-// PyTorch eager's seconds per chain call by dtype name, from the helper
-// script; empty (and said so) when torch or its GPU is unavailable.
+// PyTorch eager's seconds per chain call by dtype name.
 std::map<std::string, double> torch_chain_seconds() {
-  const char* py = std::getenv("KILN_PYTHON");
-  std::string cmd = std::string(py ? py : "python3") + " " KILN_BENCH_DIR "/cuda_elementwise_torch.py " +
-                    std::to_string(kElements) + " bf16 f32";
-  std::map<std::string, double> out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char line[512], dtype[16];
-  double s;
-  while (std::fgets(line, sizeof line, p)) {
-    if (std::sscanf(line, "torch %15s %lf", dtype, &s) == 2) out[dtype] = s;
-    else std::printf("torch: %s", line);
-  }
-  if (pclose(p) != 0 || out.empty()) std::printf("torch eager: unavailable (%s failed)\n", cmd.c_str());
-  return out;
+  return bench::torch_seconds("cuda_elementwise_torch.py " + std::to_string(kElements) + " bf16 f32");
 }
 
 double gbps(double bytes, double seconds) { return bytes / seconds / 1e9; }

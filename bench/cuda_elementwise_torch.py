@@ -21,14 +21,16 @@ def chain(x):
     return F.silu(x * 1.5 + 0.25) * torch.tanh(x) - torch.sigmoid(torch.square(x))
 
 
-def seconds_per_call(n, dtype):
-    x = torch.empty(n, dtype=dtype, device="cuda").uniform_(-2, 2)
+def best_seconds(fn):
+    """GPU seconds per call of fn: the best of BATCHES batches of calls worth
+    about BATCH_SECONDS each, timed with CUDA events after warm-up (the rule
+    of bench/cuda_timing.h)."""
 
     def run(calls):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(calls):
-            chain(x)
+            fn()
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1e3
@@ -37,6 +39,11 @@ def seconds_per_call(n, dtype):
     warm = run(3) / 3
     calls = max(1, min(1000, int(BATCH_SECONDS / warm)))
     return min(run(calls) / calls for _ in range(BATCHES))
+
+
+def seconds_per_call(n, dtype):
+    x = torch.empty(n, dtype=dtype, device="cuda").uniform_(-2, 2)
+    return best_seconds(lambda: chain(x))
 
 
 def main():

@@ -67,22 +67,6 @@ Tensor normal(const kiln::Shape& s, DType dt, kiln::Generator& g, double scale =
   return kiln::normal(s, 0, scale, g, DType::f32, kCuda0).to(dt);
 }
 
-std::map<std::string, double> torch_attention_seconds() {
-  const char* py = std::getenv("KILN_PYTHON");
-  std::string cmd = std::string(py ? py : "python3") + " " KILN_BENCH_DIR "/cuda_attention_torch.py";
-  std::map<std::string, double> out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char line[512], what[64];
-  double s;
-  while (std::fgets(line, sizeof line, p)) {
-    if (std::sscanf(line, "torch %63s %lf", what, &s) == 2) out[what] = s;
-    else std::printf("torch: %s", line);
-  }
-  if (pclose(p) != 0 || out.empty()) std::printf("torch sdpa: unavailable (%s failed)\n", cmd.c_str());
-  return out;
-}
-
 void row(const std::string& what, double flops, double fused, double reference,
          const char* reference_name) {
   std::printf("%-44s %9.3f ms %7.1f TFLOP/s", what.c_str(), fused * 1e3, flops / fused / 1e12);
@@ -104,7 +88,7 @@ int main() {
   kiln::Generator g(1);
 
   // Attention: B=4, Hq=32, Hkv=8, S=2048, D=128, causal.
-  const auto torch = torch_attention_seconds();
+  const auto torch = bench::torch_seconds("cuda_attention_torch.py");
   const int64_t B = 4, Hq = 32, Hkv = 8, S = 2048, D = 128;
   const double attention_flops = 2.0 * double(B * Hq * S * S) * double(2 * D) / 2;
   const kiln::ir::Attrs attention{{"causal", true}, {"scale", 1.0 / std::sqrt(double(D))}};

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
+#include <string>
 
 #define CHECK_CUDA(call)                                                      \
   do {                                                                        \
@@ -61,6 +63,26 @@ struct EventPair {
 };
 
 inline constexpr kiln::Device kCuda0{kiln::DeviceKind::cuda, 0};
+
+// Runs a PyTorch counterpart in this folder (`script args`, with
+// $KILN_PYTHON or python3) and returns its "torch KEY SECONDS" lines by
+// key, echoing its other lines; empty (and said so) when torch or its GPU
+// is unavailable.
+inline std::map<std::string, double> torch_seconds(const std::string& script_and_args) {
+  const char* py = std::getenv("KILN_PYTHON");
+  const std::string cmd = std::string(py ? py : "python3") + " " KILN_BENCH_DIR "/" + script_and_args;
+  std::map<std::string, double> out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char line[512], key[64];
+  double s;
+  while (std::fgets(line, sizeof line, p)) {
+    if (std::sscanf(line, "torch %63s %lf", key, &s) == 2) out[key] = s;
+    else std::printf("torch: %s", line);
+  }
+  if (pclose(p) != 0 || out.empty()) std::printf("torch: unavailable (%s failed)\n", cmd.c_str());
+  return out;
+}
 
 // Records `e` on the stream kiln's cuda:0 work runs on, in queue order (so
 // it lands between the ops enqueued before and after it).

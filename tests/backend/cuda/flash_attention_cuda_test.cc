@@ -13,8 +13,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/kernel.h"
-#include "tests/backend/cuda/against_cpu.h"
-#include "tests/support/fused_checks.h"
+#include "tests/backend/cuda/fused_on_gpu.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -79,30 +78,16 @@ TEST(FlashAttentionCuda, MatchesTheCpuKernel) {
   for (const AttentionCase& c : {attention_cases()[9], kTrainingShapes[1]}) {
     for (DType dt : {DType::f32, DType::bf16}) {
       SCOPED_TRACE(describe(c, dt));
-      std::vector<Tensor> in = attention_inputs(c, dt, 21);
-      Runner f = fused("flash_attention", attrs_of(c));
-      std::vector<Tensor> cots = cotangents_for(f, in, 3);
-      ValueAndGrad cpu = grads_of(f, in, cots);
-      ValueAndGrad gpu = grads_of(f, on_device(in, kCuda0), on_device(cots, kCuda0));
-      for (size_t j = 1; j < cpu.values.size(); ++j)
-        EXPECT_TRUE(matches_cpu(gpu.values[j], cpu.values[j])) << "output " << j - 1;
-      for (size_t i = 0; i < 3; ++i)
-        EXPECT_TRUE(matches_cpu(gpu.grads[i], cpu.grads[i])) << "gradient of input " << i;
+      expect_gpu_matches_cpu(fused("flash_attention", attrs_of(c)), attention_inputs(c, dt, 21));
     }
   }
 }
 
 TEST(FlashAttentionCuda, SameBitsOnEveryRun) {
   const AttentionCase& c = kTrainingShapes[0];
-  for (DType dt : {DType::f32, DType::bf16}) {  // scalar and tensor-core kernels
-    std::vector<Tensor> in = on_device(attention_inputs(c, dt, 8), kCuda0);
-    Runner f = fused("flash_attention", attrs_of(c));
-    std::vector<Tensor> cots = cotangents_for(f, in, 9);
-    ValueAndGrad first = grads_of(f, in, cots), second = grads_of(f, in, cots);
-    for (size_t i = 0; i < 3; ++i)
-      EXPECT_EQ(first.grads[i].to_vector<float>(), second.grads[i].to_vector<float>()) << i;
-    EXPECT_EQ(first.values[1].to_vector<float>(), second.values[1].to_vector<float>());
-  }
+  for (DType dt : {DType::f32, DType::bf16})  // scalar and tensor-core kernels
+    expect_same_bits_twice(fused("flash_attention", attrs_of(c)),
+                           on_device(attention_inputs(c, dt, 8), kCuda0));
 }
 
 TEST(FlashAttentionCuda, HoldsNoScoreMatrix) {

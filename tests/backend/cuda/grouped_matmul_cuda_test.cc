@@ -8,8 +8,7 @@
 
 #include "kiln/ops/fused_kernels.h"
 #include "kiln/runtime/kernel.h"
-#include "tests/backend/cuda/against_cpu.h"
-#include "tests/support/fused_checks.h"
+#include "tests/backend/cuda/fused_on_gpu.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -65,25 +64,13 @@ TEST(GroupedMatmulCuda, MatchesTheCpuKernel) {
   for (DType dt : {DType::f32, DType::bf16}) {
     const GroupCase& c = kMoeShapes[1];
     SCOPED_TRACE(describe(c, true, dt));
-    std::vector<Tensor> in = group_inputs(c, true, dt, 21);
-    Runner f = fused("grouped_matmul", {});
-    std::vector<Tensor> cots = cotangents_for(f, in, 3);
-    ValueAndGrad cpu = grads_of(f, in, cots);
-    ValueAndGrad gpu = grads_of(f, on_device(in, kCuda0), on_device(cots, kCuda0));
-    EXPECT_TRUE(matches_cpu(gpu.values[1], cpu.values[1]));
-    for (size_t i = 0; i < 2; ++i)
-      EXPECT_TRUE(matches_cpu(gpu.grads[i], cpu.grads[i])) << "gradient of input " << i;
+    expect_gpu_matches_cpu(fused("grouped_matmul", {}), group_inputs(c, true, dt, 21));
   }
 }
 
 TEST(GroupedMatmulCuda, SameBitsOnEveryRun) {
-  std::vector<Tensor> in = on_device(group_inputs(kMoeShapes[0], true, DType::bf16, 8), kCuda0);
-  Runner f = fused("grouped_matmul", {});
-  std::vector<Tensor> cots = cotangents_for(f, in, 9);
-  ValueAndGrad first = grads_of(f, in, cots), second = grads_of(f, in, cots);
-  EXPECT_EQ(first.values[1].to_vector<float>(), second.values[1].to_vector<float>());
-  for (size_t i = 0; i < 2; ++i)
-    EXPECT_EQ(first.grads[i].to_vector<float>(), second.grads[i].to_vector<float>()) << i;
+  expect_same_bits_twice(fused("grouped_matmul", {}),
+                         on_device(group_inputs(kMoeShapes[0], true, DType::bf16, 8), kCuda0));
 }
 
 TEST(GroupedMatmulCuda, BadGroupSizesAreErrors) {

@@ -11,8 +11,7 @@
 #include "kiln/ops/fused_kernels.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
-#include "tests/backend/cuda/against_cpu.h"
-#include "tests/support/fused_checks.h"
+#include "tests/backend/cuda/fused_on_gpu.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -61,28 +60,15 @@ TEST(LinearCrossEntropyCuda, MatchesTheCpuKernel) {
   for (const LceCase& c : {lce_cases()[4], kGpuTiles[0]}) {
     for (DType dt : {DType::f32, DType::bf16}) {
       SCOPED_TRACE(describe(c, dt));
-      std::vector<Tensor> in = lce_inputs(c, dt, 21);
-      Runner f = fused("linear_cross_entropy", lce_attrs(c));
-      std::vector<Tensor> cots = cotangents_for(f, in, 3);
-      ValueAndGrad cpu = grads_of(f, in, cots);
-      ValueAndGrad gpu = grads_of(f, on_device(in, kCuda0), on_device(cots, kCuda0));
-      for (size_t j = 1; j < cpu.values.size(); ++j)
-        EXPECT_TRUE(matches_cpu(gpu.values[j], cpu.values[j])) << "output " << j - 1;
-      for (size_t i = 0; i < 2; ++i)
-        EXPECT_TRUE(matches_cpu(gpu.grads[i], cpu.grads[i])) << "gradient of input " << i;
+      expect_gpu_matches_cpu(fused("linear_cross_entropy", lce_attrs(c)), lce_inputs(c, dt, 21));
     }
   }
 }
 
 TEST(LinearCrossEntropyCuda, SameBitsOnEveryRun) {
   const LceCase& c = kGpuTiles[0];
-  std::vector<Tensor> in = on_device(lce_inputs(c, DType::bf16, 8), kCuda0);
-  Runner f = fused("linear_cross_entropy", lce_attrs(c));
-  std::vector<Tensor> cots = cotangents_for(f, in, 9);
-  ValueAndGrad first = grads_of(f, in, cots), second = grads_of(f, in, cots);
-  EXPECT_EQ(first.values[1].to_vector<float>(), second.values[1].to_vector<float>());
-  for (size_t i = 0; i < 2; ++i)
-    EXPECT_EQ(first.grads[i].to_vector<float>(), second.grads[i].to_vector<float>()) << i;
+  expect_same_bits_twice(fused("linear_cross_entropy", lce_attrs(c)),
+                         on_device(lce_inputs(c, DType::bf16, 8), kCuda0));
 }
 
 TEST(LinearCrossEntropyCuda, BadTargetIsAnError) {

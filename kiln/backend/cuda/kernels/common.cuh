@@ -2,6 +2,9 @@
 // type (f32 for 16-bit floats, as on the CPU), the floating dtype dispatch,
 // grid-stride loops, shared memory and the launch check.
 #pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <type_traits>
 
 #include "kiln/backend/cuda/check.h"
@@ -31,6 +34,21 @@ void visit_floating_storage(DType t, const std::string& op, F&& f) {
     if constexpr (std::is_floating_point_v<T> || codegen::is_half_v<T>) f(tag);
   });
 }
+
+// CUDA's type for kiln's 16-bit floats (the same bits), as tensor-core
+// fragments take them.
+template <class T>
+struct TensorCoreType {};
+template <>
+struct TensorCoreType<bf16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct TensorCoreType<f16> {
+  using type = __half;
+};
+template <class T>
+using tensor_core_t = typename TensorCoreType<T>::type;
 
 // Grid-stride loops over [0, n).
 __device__ inline long long grid_start() { return blockIdx.x * (long long)blockDim.x + threadIdx.x; }

@@ -20,17 +20,6 @@ namespace kiln::cuda::flash {
 constexpr int kTcTile = 64;  // queries and keys per tile
 constexpr int kTcWarps = kThreads / 32;
 
-template <class T>
-struct TcType {};
-template <>
-struct TcType<bf16> {
-  using type = __nv_bfloat16;
-};
-template <>
-struct TcType<f16> {
-  using type = __half;
-};
-
 // The shared-memory tiles, padded (16-bit rows by 8, f32 rows by 4) as the
 // fragments' loads want: q, k, v, dout [64][dim]; s, dp f32 [64][64]; p, ds
 // [64][64]; acc and acc2 f32 accumulators [64][dim]; lse and delta; the
@@ -120,7 +109,7 @@ using Cols = wmma::col_major;
 template <class LA, class LB, class T>
 __device__ void block_mma(float* out, int ldo, const T* a, int lda, const T* b, int ldb,
                           long long n, long long k, bool accumulate) {
-  using W = typename TcType<T>::type;
+  using W = tensor_core_t<T>;
   constexpr int kBands = kTcTile / 16;          // 16-row bands of the output
   constexpr int kStep = kTcWarps / kBands;      // warps per band
   constexpr int kMaxBlocks = kMaxHeadDim / 16 / kStep;  // column blocks per warp, at most

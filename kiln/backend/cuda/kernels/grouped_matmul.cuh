@@ -17,9 +17,6 @@
 // cores (WMMA, f32 accumulation, rounded once); f32 and f64 with FMAs in
 // their own precision (no TF32).
 #pragma once
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <type_traits>
 
 #include "kiln/backend/cuda/kernels/common.cuh"
@@ -96,16 +93,6 @@ struct Product {
 };
 
 template <class T>
-struct Wmma {};
-template <>
-struct Wmma<bf16> {
-  using type = __nv_bfloat16;
-};
-template <>
-struct Wmma<f16> {
-  using type = __half;
-};
-template <class T>
 constexpr bool kTensorCores = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 
 // The tile's operands as the product reads them: 16-bit as stored for the
@@ -167,7 +154,7 @@ __device__ void product_tile(const T* a, const T* b, const Product& p, long long
   Result<T>& r = *reinterpret_cast<Result<T>*>(smem);
   if constexpr (kTensorCores<T>) {
     namespace wmma = nvcuda::wmma;
-    using W = typename Wmma<T>::type;
+    using W = tensor_core_t<T>;
     // 8 warps in 4 x 2: each owns rows 16 * wm and columns 32 * wn (two fragments).
     const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
