@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ThreadSanitizer on the code that runs threads of its own: the device
-# queue (runtime/queue), the compile pool that builds fused kernels in the
+# queue (runtime/queue) and the replayed programs' state it shares with the
+# host (runtime/executable_replay), the compile pool that builds fused kernels in the
 # background (runtime/compile_pool; fused_test's background-build tests),
 # the compile cache's concurrent writers, the MPI engine's communication
 # thread (tests/dist, under mpirun on 2 ranks) and the tokenizer threads of
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-tests=(queue_test defer_test fused_test compile_cache_test shards_test
+tests=(queue_test defer_test replay_test fused_test compile_cache_test shards_test
        collectives_mpi_test skinny_collectives_mpi_test simple_fsdp_mpi_test spmd_handshake_mpi_test)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON -DKILN_BENCH=OFF \
   -DKILN_CUDA=OFF ${KILN_CMAKE_ARGS:-} >/dev/null

@@ -46,6 +46,8 @@ class CachingAllocator {
 
   // The size class a request is rounded up to.
   static size_t round_size(size_t bytes);
+  // The memory under the cache (a second pool over it: PrivateMemory).
+  RawMemory& raw() const { return raw_; }
 
  private:
   RawMemory& raw_;

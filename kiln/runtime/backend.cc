@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/base/error.h"
+#include "kiln/runtime/private_memory.h"
 
 namespace kiln {
 namespace {
@@ -76,6 +77,21 @@ Backend& backend(Device d) {
 }
 
 namespace {
+class CalledAgain final : public RecordedWork {
+ public:
+  explicit CalledAgain(std::function<void()> work) : work_(std::move(work)) {}
+  void replay() override { work_(); }
+
+ private:
+  std::function<void()> work_;
+};
+}  // namespace
+
+std::unique_ptr<RecordedWork> Backend::record(int, std::function<void()> work) {
+  return std::make_unique<CalledAgain>(std::move(work));
+}
+
+namespace {
 CachingAllocator& pool_of(Device d, Pool p) {
   Backend& b = backend(d);
   if (p == Pool::device) return b.allocator(d.index);
@@ -87,7 +103,9 @@ CachingAllocator& pool_of(Device d, Pool p) {
 }  // namespace
 
 Storage::Storage(Device d, size_t bytes, Pool p) : device(d), nbytes(bytes), pool(p) {
-  data = pool_of(d, p).allocate(bytes);
+  PrivateMemory* mine = p == Pool::device ? private_memory(d) : nullptr;
+  if (mine) private_pool = mine->pool();
+  data = mine ? private_pool->allocate(bytes) : pool_of(d, p).allocate(bytes);
 }
 
 Storage::Storage(Device d, void* borrowed, size_t bytes, std::function<void()> release_fn)
@@ -96,6 +114,8 @@ Storage::Storage(Device d, void* borrowed, size_t bytes, std::function<void()> r
 Storage::~Storage() {
   if (release)
     release();
+  else if (private_pool)
+    private_pool->free(data, nbytes);
   else
     pool_of(device, pool).free(data, nbytes);
 }

@@ -18,6 +18,14 @@ struct NonFinite {
   bool nan = false;    // NaN, else an infinity
 };
 
+// Device work recorded once and replayed (Backend::record).
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  // Does the recorded work again; on the device's queue thread.
+  virtual void replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -56,6 +64,15 @@ class Backend {
   virtual void strided_copy(const TensorRef& dst, const TensorRef& src) = 0;
   // The first NaN or Inf of a floating tensor. Runs on the device's queue.
   virtual NonFinite find_non_finite(const TensorRef& t) = 0;
+  // Records the device work `work` issues, called on the device's queue
+  // thread, for replay: the same launches over the same buffers with no
+  // host work between them. CUDA captures it from the stream as a CUDA
+  // graph (so nothing runs now). The default, for a backend whose kernels
+  // run when called, keeps `work` and calls it again at each replay.
+  // Throws kiln::Error saying why the work cannot be recorded.
+  virtual std::unique_ptr<RecordedWork> record(int index, std::function<void()> work);
+  // Why a program running `op` cannot be recorded here; "" when it can.
+  virtual std::string unrecordable(const ir::OpDef&) const { return ""; }
 };
 
 void register_backend(std::unique_ptr<Backend> backend);
@@ -67,13 +84,16 @@ enum class Pool { device, offload };
 
 // A device buffer from one of the device's caching allocators, or memory
 // another library owns, borrowed (a DLPack or NumPy import): `release` runs
-// when the last tensor on it is gone, and no pool sees it.
+// when the last tensor on it is gone, and no pool sees it. Made on a thread
+// in a PrivateMemoryScope, the main pool's buffers come from that private
+// pool instead (private_memory.h).
 struct Storage {
   Device device;
   void* data = nullptr;
   size_t nbytes = 0;
   Pool pool = Pool::device;
   std::function<void()> release;  // set: borrowed memory
+  std::shared_ptr<CachingAllocator> private_pool;  // set: from a private pool
   Storage(Device d, size_t bytes, Pool p = Pool::device);
   Storage(Device d, void* borrowed, size_t bytes, std::function<void()> release);
   ~Storage();

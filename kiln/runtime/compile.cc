@@ -62,8 +62,8 @@ struct Built {
   std::shared_ptr<const Executable> exe;     // one program, or
   std::optional<SegmentedProgram> segments;  // the graph split into several
 
-  std::vector<Tensor> run(std::span<const Tensor> inputs) const {
-    return exe ? exe->run(inputs) : segments->run(inputs);
+  std::vector<Tensor> run(std::span<const Tensor> inputs, bool replay) const {
+    return exe ? exe->run(inputs, replay) : segments->run(inputs, replay);
   }
 };
 
@@ -207,7 +207,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   last_ = entries_.at(sig);
   std::vector<Tensor> inputs = e.rec->captured;
   for (size_t i = 0; i < e.num_args; ++i) inputs[i] = args[i];
-  if (const Built* b = e.ready(/*wait=*/false)) return b->run(inputs);
+  if (const Built* b = e.ready(/*wait=*/false)) return b->run(inputs, options_.replay);
   // Still compiling: the traced graph op by op, which computes the same bits.
   EagerModeGuard strict(EagerMode::strict);
   return run_graph(e.rec->graph, inputs, options_.name + " (eager while its program compiles)");

@@ -44,6 +44,9 @@ struct CompileOptions {
   // op by op in strict eager mode, which gives the same bits, so a first
   // call never waits for the compiler. Off: the first call compiles.
   bool compile_in_background = false;
+  // The programs' runs are replayed ones (executable.h): recorded once per
+  // set of input buffers, a CUDA graph on CUDA, and replayed.
+  bool replay = false;
 };
 
 class CompiledFunction {

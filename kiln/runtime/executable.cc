@@ -5,52 +5,11 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/executable_impl.h"
 #include "kiln/runtime/kernel_launch.h"
 #include "kiln/runtime/recording.h"
 
 namespace kiln {
-namespace {
-
-// Where a value lives while the program runs.
-struct Slot {
-  enum Kind { input, arena, offload_arena, output } kind;
-  int64_t where;  // input index, arena offset in bytes, or output index
-};
-
-struct Step {
-  const ir::OpDef* op;
-  const Kernel* kernel;
-  ir::Attrs attrs;
-  std::vector<ir::ValueId> in, out;
-  std::string text;  // the node, for error messages
-};
-
-// One run's intermediates: the device arena, and the offload arena where
-// the program offloads activations.
-struct Arenas {
-  std::shared_ptr<Storage> device, offload;
-  Arenas(Device d, const ExecutableStats& stats)
-      : device(std::make_shared<Storage>(d, size_t(std::max<int64_t>(stats.arena_bytes, 1)))) {
-    if (stats.offload_bytes > 0)
-      offload = std::make_shared<Storage>(d, size_t(stats.offload_bytes), Pool::offload);
-  }
-  // An offloaded value of no bytes has no arena to point into (nor a read).
-  char* at(const Slot& s) const {
-    if (s.kind != Slot::offload_arena) return static_cast<char*>(device->data) + s.where;
-    return offload ? static_cast<char*>(offload->data) + s.where : nullptr;
-  }
-};
-
-}  // namespace
-
-struct Executable::Impl {
-  std::vector<Step> steps;
-  std::vector<Slot> slots;               // per value id
-  std::vector<int> output_value_index;   // per graph output: its first position (deduplicated)
-  std::vector<int> donated_input;        // per graph output: the input whose buffer it takes, or -1
-};
-
-namespace {
 
 // Every kernel launch of the program, in order, over the resolved buffers.
 void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs, Device device,
@@ -76,14 +35,13 @@ void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs
   }
 }
 
-}  // namespace
-
 Executable::Executable(ir::Graph g, Device device,
                        const std::vector<std::pair<int, int>>& donations, std::string name)
     : graph_(std::move(g)),
       device_(device),
       name_(std::move(name)),
-      impl_(std::make_unique<Impl>()) {
+      impl_(std::make_unique<Impl>()),
+      replays_(new_replays()) {
   const auto& values = graph_.values();
   compiler::MemoryPlan plan = compiler::plan_memory(graph_, donations, {.outputs_in_arena = false});
   impl_->slots.assign(values.size(), Slot{Slot::arena, 0});
@@ -131,7 +89,7 @@ Executable::Executable(ir::Graph g, Device device,
 
 Executable::~Executable() = default;
 
-std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
+std::vector<Tensor> Executable::dense_inputs(std::span<const Tensor> inputs) const {
   KILN_CHECK(inputs.size() == graph_.inputs().size(), "compiled program takes ",
              graph_.inputs().size(), " inputs, got ", inputs.size());
   std::vector<Tensor> args(inputs.begin(), inputs.end());
@@ -147,8 +105,11 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
       args[i] = apply1(KILN_OP("copy"), {args[i]});
     }
   }
+  return args;
+}
 
-  // Outputs: the donated input's buffer, or a fresh one.
+// The donated input's buffer, or a fresh one.
+std::vector<Tensor> Executable::new_outputs(const std::vector<Tensor>& args) const {
   size_t n_out = graph_.outputs().size();
   std::vector<Tensor> outs(n_out);
   for (size_t o = 0; o < n_out; ++o) {
@@ -181,15 +142,21 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
       outs[o] = Tensor(std::move(impl));
     }
   }
+  return outs;
+}
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs, bool replay) const {
+  const std::vector<Tensor> args = dense_inputs(inputs);
+  std::vector<Tensor> outs = new_outputs(args);
+  if (replay && enqueue_replay(args, outs)) {
+    if (eager_mode() == EagerMode::debug) synchronize(device_);
+    return outs;
+  }
   Arenas arenas(device_, stats_);
 
   // Every value's buffer, resolved once per run.
   std::vector<TensorRef> refs(graph_.values().size());
   std::vector<std::shared_ptr<Storage>> keep{arenas.device, arenas.offload};
-  auto data_of = [](const Tensor& t) {
-    const TensorImpl& i = t.impl();
-    return static_cast<char*>(i.storage->data) + i.offset * int64_t(itemsize(i.dtype));
-  };
   for (size_t v = 0; v < refs.size(); ++v) {
     const ir::TypeInfo& t = graph_.type(ir::ValueId(v));
     const Slot& s = impl_->slots[v];

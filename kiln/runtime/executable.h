@@ -2,7 +2,18 @@
 // kernel launches over one memory arena, with every kernel, buffer offset and
 // tensor layout resolved when it is built. Running it enqueues one task on
 // the device queue and does no graph work on the host.
+//
+// Replayed runs (compile.replay) record the launches once per set of input
+// buffers (Backend::record: a CUDA graph on CUDA) and replay the recording.
+// A recording's buffers stay put: its intermediates and outputs are the
+// program's own, the small inputs are copied into buffers of its own before
+// each replay and the outputs out of them after it, and the donated and
+// large inputs are read where they are (their addresses pick the
+// recording, so a parameter's buffer is never copied). The first replayed
+// run runs plainly, so that kernels make their one-time state (a loaded
+// module, a GEMM plan) outside a recording.
 #pragma once
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +35,13 @@ struct ExecutableStats {
   std::vector<std::pair<int, int>> donated;  // (input, output) pairs that alias
 };
 
+struct ReplayStats {
+  int64_t recordings = 0;  // sets of input buffers recorded
+  int64_t replays = 0;     // runs that replayed a recording
+  int64_t plain = 0;       // replayed runs that ran launch by launch instead
+  std::string refused;     // why the program is not recorded ("" while it can be)
+};
+
 class Executable {
  public:
   // `g` must only use ops with kernels on `device` (see prepare_for_device).
@@ -34,7 +52,8 @@ class Executable {
              std::string name = "program");
   ~Executable();
 
-  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  // `replay`: a replayed run (above).
+  std::vector<Tensor> run(std::span<const Tensor> inputs, bool replay = false) const;
   // Runs the program on the calling thread, now, over caller-owned dense
   // buffers (`outputs` must not alias `inputs`): how a kernel that runs a
   // program of its own (scan's loop body) calls it from the device queue.
@@ -42,16 +61,39 @@ class Executable {
   const ir::Graph& graph() const { return graph_; }
   const ExecutableStats& stats() const { return stats_; }
   const std::string& name() const { return name_; }
+  ReplayStats replay_stats() const;
 
-  struct Impl;  // the resolved launches and buffer slots (executable.cc)
+  // Recordings made while this many sets of input buffers were seen; runs
+  // with further sets run launch by launch.
+  static constexpr size_t kMaxRecordings = 128;
+  // Inputs up to this size that are not donated are copied into the
+  // recording's buffers; larger ones pick the recording by address.
+  static constexpr int64_t kCopiedInputBytes = 1 << 20;
+
+  struct Impl;     // the resolved launches and buffer slots (executable_impl.h)
+  struct Replays;  // the recordings and their buffers (executable_replay.cc)
 
  private:
+  std::vector<Tensor> dense_inputs(std::span<const Tensor> inputs) const;
+  std::vector<Tensor> new_outputs(const std::vector<Tensor>& args) const;
+  // Enqueues a replayed run; false when this run is to run plainly.
+  bool enqueue_replay(const std::vector<Tensor>& args, const std::vector<Tensor>& outs) const;
+
   ir::Graph graph_;
   Device device_;
   std::string name_;
   ExecutableStats stats_;
   std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Replays> replays_;  // queued replays hold it too
 };
+
+// Every program's replay counts in this process, added up, and why each
+// program that is not recorded is not (by program name).
+struct ReplayTotals {
+  int64_t recordings = 0, replays = 0, plain = 0;
+  std::map<std::string, std::string> refused;
+};
+ReplayTotals replay_totals();
 
 // Rewrites `g` for `device`: every op without a kernel there is replaced by
 // its composite (recursively). Errors name the op that can run nowhere.

@@ -123,7 +123,7 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
     {
       OpPositionGuard where(cat("nodes ", i, "-", end - 1, " of ", label, " (region ",
                                 g.region_name(n.region), ")"));
-      out = get_executable(seg.graph, args.empty() ? device : args[0].device(), *regions)->run(args);
+      out = get_executable(seg.graph, args.empty() ? device : args[0].device(), *regions)->run(args, regions->replay);
     }
     for (size_t k = 0; k < out.size(); ++k) env[size_t(seg.outputs[k])] = std::move(out[k]);
     release_inputs_of(i, end);

@@ -20,6 +20,8 @@ struct ProgramOptions {
   // Labels the program in profiles; not part of the key, so programs of one
   // graph share the first caller's name.
   std::string name = "program";
+  // Callers run the program replayed (executable.h); not part of the key.
+  bool replay = false;
 };
 
 // The Executable for `g` on `device`, compiled on a miss.

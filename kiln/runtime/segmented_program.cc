@@ -116,7 +116,7 @@ bool SegmentedProgram::cached(const ir::Graph& g, const NodeRanges& segments, De
   return true;
 }
 
-std::vector<Tensor> SegmentedProgram::run(std::span<const Tensor> inputs) const {
+std::vector<Tensor> SegmentedProgram::run(std::span<const Tensor> inputs, bool replay) const {
   KILN_CHECK(inputs.size() == inputs_.size(), "compiled program takes ", inputs_.size(),
              " inputs, got ", inputs.size());
   std::vector<Tensor> env(num_values_);
@@ -127,7 +127,7 @@ std::vector<Tensor> SegmentedProgram::run(std::span<const Tensor> inputs) const 
     for (ir::ValueId v : seg.inputs) args.push_back(env[size_t(v)]);
     // A donated input is read last here: no handle of ours outlives the run.
     for (ir::ValueId v : seg.last_read) env[size_t(v)] = Tensor();
-    std::vector<Tensor> out = seg.exe->run(args);
+    std::vector<Tensor> out = seg.exe->run(args, replay);
     for (size_t k = 0; k < out.size(); ++k) env[size_t(seg.outputs[k])] = std::move(out[k]);
   }
   args.clear();

@@ -47,7 +47,8 @@ class SegmentedProgram {
   static bool cached(const ir::Graph& g, const NodeRanges& segments, Device device,
                      const ProgramOptions& options);
 
-  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  // `replay`: each program's run is a replayed one (executable.h).
+  std::vector<Tensor> run(std::span<const Tensor> inputs, bool replay = false) const;
   // The compiled programs, in the order they run.
   std::vector<const Executable*> programs() const;
 

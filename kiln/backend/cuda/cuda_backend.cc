@@ -14,6 +14,7 @@
 
 #include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/cublaslt.h"
+#include "kiln/backend/cuda/cuda_graph.h"
 #include "kiln/backend/cuda/device_memory.h"
 #include "kiln/backend/cuda/devices.h"
 #include "kiln/backend/cuda/kernels/index_fault.h"
@@ -67,6 +68,10 @@ class CudaBackend final : public Backend {
     cuda::strided_copy(dst, src);
   }
   NonFinite find_non_finite(const TensorRef& t) override { return cuda::find_non_finite(t); }
+  std::unique_ptr<RecordedWork> record(int, std::function<void()> work) override {
+    return capture_graph(work);
+  }
+  std::string unrecordable(const ir::OpDef& op) const override { return uncapturable(op); }
 
  private:
   DeviceState& state(int index) {

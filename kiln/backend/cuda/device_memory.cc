@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/cuda_graph.h"
 #include "kiln/backend/cuda/devices.h"
 #include "kiln/backend/cuda/out_of_memory.h"
 
@@ -21,6 +22,9 @@ void* allocate_or_null(int device, const std::function<cudaError_t(void** p)>& a
 }
 
 void* DeviceMemory::allocate(size_t bytes) {
+  // A recording's private pool grows during its capture (private_memory.h):
+  // cudaMalloc is no part of the graph, and the pool keeps the block for it.
+  RelaxedCapture relaxed;
   return allocate_or_null(device_, [bytes](void** p) { return cudaMalloc(p, bytes); });
 }
 

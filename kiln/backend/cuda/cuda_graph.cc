@@ -1,0 +1,82 @@
+#include "kiln/backend/cuda/cuda_graph.h"
+
+#include <cuda_runtime.h>
+
+#include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/stream.h"
+#include "kiln/base/error.h"
+
+namespace kiln::cuda {
+namespace {
+
+class CudaGraph final : public RecordedWork {
+ public:
+  explicit CudaGraph(cudaGraphExec_t exec) : exec_(exec) {}
+  // A graph still running is freed when it completes.
+  ~CudaGraph() override { (void)cudaGraphExecDestroy(exec_); }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  void replay() override { KILN_CUDA_CHECK(cudaGraphLaunch(exec_, current_stream())); }
+
+ private:
+  cudaGraphExec_t exec_;
+};
+
+// Ends the capture on `s`, however it went: the graph, or null with `err`.
+cudaGraph_t end_capture(cudaStream_t s, cudaError_t& err) {
+  cudaGraph_t graph = nullptr;
+  err = cudaStreamEndCapture(s, &graph);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // capture errors are not sticky
+    if (graph) (void)cudaGraphDestroy(graph);
+    return nullptr;
+  }
+  return graph;
+}
+
+}  // namespace
+
+std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work) {
+  cudaStream_t s = current_stream();
+  KILN_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  cudaError_t err = cudaSuccess;
+  try {
+    work();
+  } catch (...) {
+    end_capture(s, err);
+    throw;
+  }
+  cudaGraph_t graph = end_capture(s, err);
+  if (!graph)
+    fail("capturing it as a CUDA graph failed (", cudaGetErrorString(err),
+         "): one of its kernels made a call a graph cannot hold, such as a synchronisation "
+         "or a read back to the host");
+  cudaGraphExec_t exec = nullptr;
+  err = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    fail("instantiating its CUDA graph failed: ", cudaGetErrorString(err));
+  }
+  return std::make_unique<CudaGraph>(exec);
+}
+
+std::string uncapturable(const ir::OpDef& op) {
+  if (op.fusion == ir::FusionClass::collective)
+    return "a collective completes through the process group's CUDA events, which the host "
+           "waits on; its program runs launch by launch";
+  return "";
+}
+
+RelaxedCapture::RelaxedCapture() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  previous_ = int(mode);
+}
+
+RelaxedCapture::~RelaxedCapture() {
+  auto mode = cudaStreamCaptureMode(previous_);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,37 @@
+// Compiled programs recorded as CUDA graphs (Backend::record): the work a
+// run issues on the device's stream is captured once, instantiated, and
+// launched as one graph at each replay, so no host work runs between its
+// kernels.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kiln/ir/op.h"
+#include "kiln/runtime/backend.h"
+
+namespace kiln::cuda {
+
+// Captures what `work` issues on the calling queue thread's stream; nothing
+// runs now. The capture is thread-local and strict: a call of this thread
+// that a graph cannot hold (a synchronisation, a read back to the host)
+// fails the recording with CUDA's error instead of being left out of it.
+std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work);
+
+// Why a program running `op` cannot be captured; "" when it can.
+std::string uncapturable(const ir::OpDef& op);
+
+// While alive, the calling thread may make calls a capture forbids
+// (cudaMalloc for a recording's private pool, whose blocks the graph keeps).
+class RelaxedCapture {
+ public:
+  RelaxedCapture();
+  ~RelaxedCapture();
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  int previous_;  // cudaStreamCaptureMode
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,193 @@
+// Executable's replayed runs (executable.h): recordings per set of input
+// addresses, over buffers every recording of the program shares.
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "kiln/base/error.h"
+#include "kiln/base/profile.h"
+#include "kiln/runtime/executable_impl.h"
+#include "kiln/runtime/private_memory.h"
+
+namespace kiln {
+namespace {
+
+// One set of input addresses' recording, made by the first run with them,
+// on the queue thread.
+struct Recorded {
+  std::unique_ptr<RecordedWork> work;
+  bool failed = false;
+};
+
+struct Copy {
+  TensorRef dst, src;
+};
+
+}  // namespace
+
+struct Executable::Replays {
+  std::mutex mu;
+  ReplayStats stats;
+  bool warmed = false;   // a first run ran plainly
+  bool checked = false;  // the ops were checked against the backend
+  // Shared by every recording: their runs follow one another on the queue.
+  std::optional<Arenas> arenas;
+  std::vector<std::shared_ptr<Storage>> inputs;   // per input: its copy, or null (read in place)
+  std::vector<std::shared_ptr<Storage>> outputs;  // per output: the program's own, or null
+  std::unique_ptr<PrivateMemory> memory;
+  std::map<std::vector<const void*>, std::shared_ptr<Recorded>> recorded;
+};
+
+namespace {
+
+ReplayTotals& totals() {
+  static auto* t = new ReplayTotals;  // never destroyed: queue threads count into it
+  return *t;
+}
+std::mutex totals_mu;
+
+// Counts into a program's stats and the process's totals; with `mu` held.
+void count(ReplayStats& stats, int64_t ReplayStats::*field) {
+  ++(stats.*field);
+  std::lock_guard lock(totals_mu);
+  ReplayTotals& t = totals();
+  ++(field == &ReplayStats::recordings ? t.recordings : field == &ReplayStats::replays ? t.replays : t.plain);
+}
+
+void refuse(ReplayStats& stats, const std::string& program, std::string why) {
+  stats.refused = std::move(why);
+  std::lock_guard lock(totals_mu);
+  totals().refused.emplace(program, stats.refused);
+}
+
+}  // namespace
+
+ReplayTotals replay_totals() {
+  std::lock_guard lock(totals_mu);
+  return totals();
+}
+
+std::shared_ptr<Executable::Replays> new_replays() { return std::make_shared<Executable::Replays>(); }
+
+ReplayStats Executable::replay_stats() const {
+  std::lock_guard lock(replays_->mu);
+  return replays_->stats;
+}
+
+bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vector<Tensor>& outs) const {
+  Replays& r = *replays_;
+  std::unique_lock lock(r.mu);
+  Backend& b = backend(device_);
+  if (!r.checked) {
+    r.checked = true;
+    for (const Step& s : impl_->steps) {
+      std::string why = b.unrecordable(*s.op);
+      if (why.empty()) continue;
+      refuse(r.stats, name_, cat("op '", s.op->name, "' cannot be recorded on ", to_string(device_), ": ", why));
+      break;
+    }
+  }
+  const bool first = !r.warmed;
+  r.warmed = true;
+  if (first || !r.stats.refused.empty()) {
+    count(r.stats, &ReplayStats::plain);
+    return false;
+  }
+
+  const auto& inputs = graph_.inputs();
+  const auto& outputs = graph_.outputs();
+  if (!r.arenas) {
+    std::vector<bool> donated(inputs.size(), false);
+    for (auto [in, out] : stats_.donated) donated[size_t(in)] = true;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const ir::TypeInfo& t = graph_.type(inputs[i]);
+      const int64_t bytes = t.shape.numel() * int64_t(itemsize(t.dtype));
+      r.inputs.push_back(donated[i] || bytes > kCopiedInputBytes
+                             ? nullptr
+                             : std::make_shared<Storage>(device_, size_t(bytes)));
+    }
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const bool own = impl_->slots[outputs[o]].kind == Slot::output &&
+                       impl_->output_value_index[o] == int(o) && impl_->donated_input[o] < 0;
+      const Storage& out = *outs[o].impl().storage;
+      r.outputs.push_back(own ? std::make_shared<Storage>(device_, out.nbytes, out.pool) : nullptr);
+    }
+    r.arenas.emplace(device_, stats_);
+    r.memory = std::make_unique<PrivateMemory>(device_);
+  }
+
+  std::vector<const void*> key;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!r.inputs[i]) key.push_back(data_of(args[i]));
+  auto it = r.recorded.find(key);
+  if (it == r.recorded.end()) {
+    if (r.recorded.size() >= kMaxRecordings) {
+      count(r.stats, &ReplayStats::plain);
+      return false;
+    }
+    it = r.recorded.emplace(std::move(key), std::make_shared<Recorded>()).first;
+  }
+  std::shared_ptr<Recorded> rec = it->second;
+
+  auto ref = [&](ir::ValueId v, void* data) {
+    const ir::TypeInfo& t = graph_.type(v);
+    return TensorRef{data, t.dtype, t.shape, contiguous_strides(t.shape)};
+  };
+  std::vector<TensorRef> refs(graph_.values().size());
+  std::vector<Copy> copy_in, copy_out;
+  for (size_t v = 0; v < refs.size(); ++v) {
+    const Slot& s = impl_->slots[v];
+    const size_t w = size_t(s.where);
+    void* data = nullptr;
+    if (s.kind == Slot::input)
+      data = r.inputs[w] ? r.inputs[w]->data : data_of(args[w]);
+    else if (s.kind == Slot::output)
+      data = r.outputs[w] ? r.outputs[w]->data : data_of(outs[w]);
+    else
+      data = r.arenas->at(s);
+    refs[v] = ref(ir::ValueId(v), data);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (r.inputs[i]) copy_in.push_back({ref(inputs[i], r.inputs[i]->data), ref(inputs[i], data_of(args[i]))});
+  for (size_t o = 0; o < outputs.size(); ++o)
+    if (r.outputs[o]) copy_out.push_back({ref(outputs[o], data_of(outs[o])), ref(outputs[o], r.outputs[o]->data)});
+  lock.unlock();
+
+  std::vector<std::shared_ptr<Storage>> keep;
+  for (const Tensor& t : args) keep.push_back(t.impl().storage);
+  for (const Tensor& t : outs) keep.push_back(t.impl().storage);
+  const Impl* impl = impl_.get();
+  auto task = [this, impl, state = replays_, rec, refs = std::move(refs), copy_in = std::move(copy_in),
+               copy_out = std::move(copy_out), keep = std::move(keep)] {
+    Backend& b = backend(device_);
+    for (const Copy& c : copy_in) b.strided_copy(c.dst, c.src);
+    PrivateMemory* memory = state->memory.get();
+    if (!rec->work && !rec->failed) {
+      try {
+        rec->work = b.record(device_.index, [impl, refs, memory, device = device_, name = name_] {
+          PrivateMemoryScope scope(*memory);
+          launch_all(*impl, refs, device, name);
+        });
+        std::lock_guard l(state->mu);
+        count(state->stats, &ReplayStats::recordings);
+      } catch (const std::exception& e) {
+        rec->failed = true;
+        std::lock_guard l(state->mu);
+        refuse(state->stats, name_, cat("recording it failed: ", e.what()));
+      }
+    }
+    if (rec->work) {
+      profile::Span span("program", name_ + " (replay)");
+      rec->work->replay();
+    } else {
+      launch_all(*impl, refs, device_, name_);
+    }
+    for (const Copy& c : copy_out) b.strided_copy(c.dst, c.src);
+    std::lock_guard l(state->mu);
+    count(state->stats, rec->work ? &ReplayStats::replays : &ReplayStats::plain);
+  };
+  b.queue(device_.index).enqueue(std::move(task), "compiled program (replayed)");
+  return true;
+}
+
+}  // namespace kiln

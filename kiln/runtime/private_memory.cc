@@ -1,0 +1,37 @@
+#include "kiln/runtime/private_memory.h"
+
+#include <optional>
+
+#include "kiln/base/error.h"
+#include "kiln/runtime/backend.h"
+
+namespace kiln {
+namespace {
+thread_local PrivateMemory* active = nullptr;
+}  // namespace
+
+PrivateMemory::PrivateMemory(Device device)
+    : device_(device),
+      pool_(std::make_shared<CachingAllocator>(backend(device).allocator(device.index).raw())) {}
+
+void* PrivateMemory::scratch(size_t bytes) {
+  if (!scratch_.empty() && scratch_.back()->nbytes >= bytes) return scratch_.back()->data;
+  // Earlier buffers stay: recordings made before read their addresses.
+  std::optional<PrivateMemoryScope> scope;
+  if (active != this) scope.emplace(*this);
+  scratch_.push_back(std::make_shared<Storage>(device_, bytes + bytes / 2));
+  return scratch_.back()->data;
+}
+
+PrivateMemoryScope::PrivateMemoryScope(PrivateMemory& memory) {
+  KILN_CHECK(!active, "private memory scopes do not nest");
+  active = &memory;
+}
+
+PrivateMemoryScope::~PrivateMemoryScope() { active = nullptr; }
+
+PrivateMemory* private_memory(Device device) {
+  return active && active->device() == device ? active : nullptr;
+}
+
+}  // namespace kiln

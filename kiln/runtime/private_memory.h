@@ -1,0 +1,57 @@
+// The memory a recorded program owns (Backend::record): a pool of its own
+// over the device's raw memory, and the buffers its kernels asked for while
+// it was recorded. A CUDA graph replays the addresses it was captured with,
+// so nothing it wrote to may go back to the device's shared pool, where
+// other work would be handed it between two replays.
+//
+// While a PrivateMemoryScope is alive on a thread, every Storage of the
+// device's main pool made on that thread comes from the private pool, and
+// goes back to it when freed. Replays of one program's recordings run one
+// after another on the device's queue, so they share one PrivateMemory:
+// what one recording frees, the next may reuse.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "kiln/runtime/allocator.h"
+#include "kiln/runtime/device.h"
+
+namespace kiln {
+
+struct Storage;
+
+class PrivateMemory {
+ public:
+  explicit PrivateMemory(Device device);
+  PrivateMemory(const PrivateMemory&) = delete;
+  PrivateMemory& operator=(const PrivateMemory&) = delete;
+
+  Device device() const { return device_; }
+  const std::shared_ptr<CachingAllocator>& pool() const { return pool_; }
+  // A kernel's temporary buffer (a GEMM's workspace) of at least `bytes`:
+  // kept for the life of this memory, as the recordings read its address;
+  // the same buffer while it is large enough.
+  void* scratch(size_t bytes);
+  MemoryStats stats() const { return pool_->stats(); }
+
+ private:
+  Device device_;
+  std::shared_ptr<CachingAllocator> pool_;
+  std::vector<std::shared_ptr<Storage>> scratch_;  // the last is the one in use
+};
+
+// Routes the calling thread's main-pool allocations on memory.device() to
+// `memory` while alive. Scopes do not nest.
+class PrivateMemoryScope {
+ public:
+  explicit PrivateMemoryScope(PrivateMemory& memory);
+  ~PrivateMemoryScope();
+  PrivateMemoryScope(const PrivateMemoryScope&) = delete;
+  PrivateMemoryScope& operator=(const PrivateMemoryScope&) = delete;
+};
+
+// The calling thread's private memory for `device`, or null.
+PrivateMemory* private_memory(Device device);
+
+}  // namespace kiln
