@@ -16,6 +16,8 @@ thread count and precision:
     graph_fused     graph + the same fused kernels
     graph_fused_full, graph_fused_selective
                     graph_fused + --activation_checkpoint.mode=full|selective
+    graph_fused_replay
+                    graph_fused + --compile.replay (a CUDA graph on a GPU)
 
 and then trains the same architecture with PyTorch: transformers'
 LlamaForCausalLM (SDPA attention) built from kiln's effective config, AdamW with
@@ -105,6 +107,8 @@ KILN_RUNGS = {
     "graph_fused_selective": ("kiln graph+fused, AC selective",
                               ["--compile.graph_trainer",
                                "--activation_checkpoint.mode=selective"] + FUSED),
+    "graph_fused_replay": ("kiln graph+fused, replayed",
+                           ["--compile.graph_trainer", "--compile.replay"] + FUSED),
 }
 TORCH_RUNGS = {"torch": "PyTorch eager", "torch_compile": "PyTorch torch.compile"}
 JAX_RUNGS = {"jax": "JAX jit (whole step)"}

@@ -134,6 +134,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"compile", "graph_split", &c.compile.graph_split},
       {"compile", "graph_split_layers", &c.compile.graph_split_layers},
       {"compile", "background", &c.compile.background},
+      {"compile", "replay", &c.compile.replay},
       {"compile", "scan_layers", &c.compile.scan_layers},
       {"compile", "spmd_safe", &c.compile.spmd_safe},
       {"compile", "overlap_collectives", &c.compile.overlap_collectives},
@@ -591,6 +592,9 @@ void finalize(TrainConfig& c) {
   KILN_CONFIG_CHECK(compile.graph_split_layers == 0 || compile.graph_split,
                     "compile.graph_split_layers", "groups the layers of a graph split; set "
                     "--compile.graph_split too");
+  KILN_CONFIG_CHECK(!compile.replay || compile.enable || compile.graph_trainer, "compile.replay",
+                    "replays compiled programs; turn on --compile.enable or "
+                    "--compile.graph_trainer too");
   KILN_CONFIG_CHECK(c.runtime.num_threads >= 0, "runtime.num_threads",
                     "must be non-negative (0: all cores), got ", c.runtime.num_threads);
   const ParallelismSection& p = c.parallelism;

@@ -178,6 +178,12 @@ struct CompileSection {
   bool scan_layers = false;
   bool spmd_safe = false;
   bool overlap_collectives = true;
+  // The compiled programs (per-block or the graph trainer's) are recorded
+  // once per set of buffers and replayed: on CUDA each is one CUDA graph
+  // launch, no host work between its kernels (kiln/runtime/executable.h).
+  // A program that cannot be recorded (collectives on CUDA) runs launch by
+  // launch, and the trainer says why.
+  bool replay = false;
 };
 
 // Mesh degrees as in TorchTitan (-1: whatever the others leave), for runs

@@ -102,6 +102,7 @@ void RunSetup::build(bool load_initial_weights) {
   so.scan_layers = c.compile.scan_layers;
   if (c.compile.graph_split) so.graph_split = c.compile.graph_split_layers;
   so.background_compile = c.compile.background;
+  so.replay = c.compile.replay;
   so.overlap_collectives = c.compile.overlap_collectives;
   so.distribution = dist;
   so.frozen = frozen;

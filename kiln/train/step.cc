@@ -55,6 +55,7 @@ TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
   co.passes.overlap_collectives = options_.overlap_collectives;
   co.graph_split = options_.graph_split;
   co.compile_in_background = options_.background_compile;
+  co.replay = options_.replay;
   // Masters, m and v: the program writes their updates into their buffers.
   co.donate.resize(3 * step_adamw().groups().group.size());
   std::iota(co.donate.begin(), co.donate.end(), 0);
@@ -88,7 +89,8 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   GradOptions grad_options;
   grad_options.remat = options_.remat;
   if (options_.rung == Rung::per_block_compile)
-    grad_options.compile_regions = ProgramOptions{default_pass_options(), {}};
+    grad_options.compile_regions =
+        ProgramOptions{default_pass_options(), {}, "program", options_.replay};
   const bool doc_mask = options_.document_mask;
   auto loss_and_grads = value_and_grad(
       [&](const std::vector<Tensor>& a) {

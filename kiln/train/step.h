@@ -51,6 +51,8 @@ struct StepOptions {
   std::optional<int64_t> graph_split;
   // The graph trainer's program compiles in the background (compile.background).
   bool background_compile = false;
+  // The compiled programs' runs are replayed (compile.replay).
+  bool replay = false;
   // Data parallelism over a mesh; null: one process.
   std::shared_ptr<const ParamDistribution> distribution;
   // Parameters that do not train (LoRA's base weights), read by every step;

@@ -33,6 +33,7 @@
 #include "kiln/runtime/compile_cache.h"
 #include "kiln/runtime/compile_pool.h"
 #include "kiln/runtime/context.h"
+#include "kiln/runtime/executable.h"
 #include "kiln/runtime/spmd.h"
 #include "kiln/runtime/threads.h"
 #include "kiln/train/checkpoint.h"
@@ -56,6 +57,20 @@ namespace fs = std::filesystem;
 namespace kiln::train {
 namespace {
 
+// compile.replay's outcome since `before`, one note at the end of the run.
+std::string replay_summary(const ReplayTotals& before) {
+  ReplayTotals t = replay_totals();
+  t.recordings -= before.recordings;
+  t.replays -= before.replays;
+  t.plain -= before.plain;
+  std::string s = cat("replay: ", t.recordings, " recording", t.recordings == 1 ? "" : "s", ", ",
+                      t.replays, " replayed run", t.replays == 1 ? "" : "s", ", ", t.plain,
+                      " run", t.plain == 1 ? "" : "s", " launch by launch (each program's first)");
+  for (const auto& [program, why] : t.refused)
+    if (!before.refused.count(program)) s += cat("; ", program, " is not recorded: ", why);
+  return s;
+}
+
 using Clock = std::chrono::steady_clock;
 
 // Checkpoint names of AdamW's state: "optim.m.<parameter>", "optim.v.<parameter>".
@@ -70,7 +85,8 @@ double seconds_since(Clock::time_point t) {
 std::string execution_text(const TrainConfig& c) {
   const std::string& mode = c.runtime.eager_mode;
   const char* scan = c.compile.scan_layers ? ", the layers as one scan" : "";
-  const std::string around = mode == "strict" ? "" : ", eager mode " + mode + " around it";
+  const std::string around = cat(c.compile.replay ? ", recorded once and replayed" : "",
+                                 mode == "strict" ? "" : ", eager mode " + mode + " around it");
   const char* faster = "); the whole step as one program: --compile.graph_trainer";
   if (c.compile.graph_trainer && c.compile.graph_split) {
     const int64_t n = c.compile.graph_split_layers;
@@ -511,6 +527,7 @@ TrainResult Run::go() {
   mo.tb_folder = c_.metrics.save_tb_folder;
   mo.progress_bar = c_.metrics.progress_bar;
   std::optional<MetricsLogger> metrics;  // rank 0's
+  const ReplayTotals replays_before = replay_totals();
   if (mesh_.lead()) metrics.emplace(mo, start_step_, out_);
   StopSignals signals;
 
@@ -585,6 +602,7 @@ TrainResult Run::go() {
       return result;
     }
   }
+  if (c_.compile.replay && metrics) metrics->note(replay_summary(replays_before));
   if (c_.checkpoint.last_save_in_hf) export_hf_model();
   // Kernel builds still running would be lost at exit; finished, they are
   // in the disk cache for the next run.

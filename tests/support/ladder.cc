@@ -47,6 +47,17 @@ const std::vector<Rung>& ladder_rungs() {
        "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer"
        " --activation_checkpoint.mode offload",
        "graph trainer (the whole step as one program, the layers as one scan)"},
+      // Programs recorded once and replayed (on a GPU, CUDA graphs).
+      {"per_block_replay",
+       "--runtime.eager_mode strict --compile.enable --compile.graph_trainer=false --compile.replay",
+       "per-block compile (each block's forward and backward as one program, recorded once and "
+       "replayed"},
+      {"graph_trainer_replay", "--runtime.eager_mode strict --compile.graph_trainer --compile.replay",
+       "graph trainer (the whole step as one program, recorded once and replayed)"},
+      {"scan_graph_trainer_replay",
+       "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer --compile.replay",
+       "graph trainer (the whole step as one program, the layers as one scan, recorded once and "
+       "replayed)"},
   };
   return rungs;
 }
@@ -74,6 +85,18 @@ Curve train_curve(const std::filesystem::path& root, const std::string& recipe,
   Curve c = read_curve(dump.string());
   c.output = r.output;
   EXPECT_EQ(c.loss.size(), 20u) << r.output;
+  // Replayed programs are recorded once (their buffers' addresses stay put
+  // from step to step) and replayed at every later step: the whole step's
+  // program or each block's. Nothing is refused.
+  if (flags.find("--compile.replay") != std::string::npos) {
+    EXPECT_EQ(r.output.find("is not recorded"), std::string::npos) << r.output;
+    const bool whole = flags.find("--compile.graph_trainer ") != std::string::npos ||
+                       flags.ends_with("--compile.graph_trainer");
+    EXPECT_NE(r.output.find(whole ? "replay: 1 recording, 19 replayed runs, 1 run launch by launch"
+                                  : "replay: "),
+              std::string::npos)
+        << r.output;
+  }
   return c;
 }
 

@@ -164,6 +164,22 @@ TEST(TrainConfig, GraphSplitAndOffloadCombinations) {
   finalize(scan);
 }
 
+// Replay replays compiled programs: op-by-op eager has none to replay.
+TEST(TrainConfig, ReplayNeedsCompiledPrograms) {
+  TrainConfig eager;
+  apply_setting(eager, "compile.replay", "true");
+  EXPECT_CONTAINS(error_of([&] { finalize(eager); }),
+                  "compile.replay: replays compiled programs; turn on --compile.enable or "
+                  "--compile.graph_trainer too");
+  for (const char* rung : {"compile.enable", "compile.graph_trainer"}) {
+    TrainConfig ok;
+    apply_setting(ok, "compile.replay", "true");
+    apply_setting(ok, rung, "true");
+    finalize(ok);
+    EXPECT_TRUE(ok.compile.replay);
+  }
+}
+
 // model.hf_dir is checkpoint.initial_load_path's other name; chat data
 // needs a tokenizer with a chat template and a data path.
 TEST(TrainConfig, HfDirAndChatData) {
