@@ -21,6 +21,7 @@ struct GenerateArgs {
   ModelSource model;
   std::string prompt, prompts_file, output = "text";
   bool chat = false;
+  bool replay = false;
   std::vector<std::string> stop;
   int64_t max_length = 0;  // 0: the prompt and the new tokens, rounded up
   int64_t batch_size = 8;
@@ -159,7 +160,8 @@ void generate(const GenerateArgs& a) {
   for (int32_t id = 0; id < vocab; ++id)
     if (!tok.has_id(id)) gen.banned_ids.push_back(id);
   const int64_t rows = std::min<int64_t>(a.batch_size, int64_t(prompts.size()));
-  KVCacheDecoder decoder(*m.model, rows, cache_length(a, longest, m.model->config().seq_len));
+  KVCacheDecoder decoder(*m.model, rows, cache_length(a, longest, m.model->config().seq_len),
+                         a.replay);
   std::cerr << "generating from " << m.description << std::endl;
 
   auto text_of = [&](const Completion& c) {
@@ -226,6 +228,9 @@ void add_generate(CLI::App& app) {
                   "prompt and --max-new-tokens rounded up to a multiple of 256, at most the "
                   "model's seq_len")
       ->capture_default_str();
+  cmd->add_flag("--replay", args->replay,
+                "Record the decode step's program once and replay it for every token: on a GPU "
+                "each token is one CUDA graph launch (kiln/runtime/executable.h)");
   cmd->add_option("--temperature", args->gen.sampling.temperature,
                   "Sampling temperature; 0 is greedy")
       ->capture_default_str();

@@ -25,7 +25,8 @@ std::vector<int> cache_arguments(const CausalLM& model) {
 
 }  // namespace
 
-KVCacheDecoder::KVCacheDecoder(const CausalLM& model, int64_t batch, int64_t max_length)
+KVCacheDecoder::KVCacheDecoder(const CausalLM& model, int64_t batch, int64_t max_length,
+                               bool replay)
     : model_(model),
       batch_(batch),
       max_length_(max_length == 0 ? model.config().seq_len : max_length),
@@ -33,7 +34,7 @@ KVCacheDecoder::KVCacheDecoder(const CausalLM& model, int64_t batch, int64_t max
       prefill_([this](const std::vector<Tensor>& a) { return run_prefill(a); },
                {.name = "generate: prefill"}),
       decode_([this](const std::vector<Tensor>& a) { return run_decode(a); },
-              {.name = "generate: decode", .donate = cache_arguments(model)}) {
+              {.name = "generate: decode", .donate = cache_arguments(model), .replay = replay}) {
   KILN_CHECK(batch_ >= 1, "KVCacheDecoder: batch must be >= 1, got ", batch_);
   KILN_CHECK(max_length_ >= 1 && max_length_ <= model.config().seq_len,
              "KVCacheDecoder: max_length must be in [1, ", model.config().seq_len,

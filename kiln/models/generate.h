@@ -24,8 +24,10 @@ namespace kiln {
 class KVCacheDecoder {
  public:
   // `model` must outlive the decoder. max_length 0: the model's seq_len, as
-  // far as its rotary tables reach.
-  explicit KVCacheDecoder(const CausalLM& model, int64_t batch = 1, int64_t max_length = 0);
+  // far as its rotary tables reach. `replay`: the decode step's program is
+  // recorded once and replayed (a CUDA graph per token on a GPU).
+  explicit KVCacheDecoder(const CausalLM& model, int64_t batch = 1, int64_t max_length = 0,
+                          bool replay = false);
   KVCacheDecoder(const KVCacheDecoder&) = delete;  // its programs call back into this object
   KVCacheDecoder& operator=(const KVCacheDecoder&) = delete;
 

@@ -54,15 +54,19 @@ class compile:
     ``donate``: argument positions whose buffers the outputs may reuse
     (every tensor of a donated argument, which must not be used after the
     call). ``background``: the first call of a signature runs op by op
-    while it compiles. Set KILN_REPORT_RECOMPILES=1 to have each
+    while it compiles. ``replay``: the program's launches are recorded once
+    per set of buffers and replayed (a CUDA graph on a GPU); small arguments
+    are copied into the recording's buffers, donated and large ones (over
+    1 MiB) are read in place. Set KILN_REPORT_RECOMPILES=1 to have each
     recompilation reported with what changed."""
 
-    def __init__(self, fn, name=None, donate=(), background=False):
+    def __init__(self, fn, name=None, donate=(), background=False, replay=False):
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._name = name or getattr(fn, "__qualname__", "compiled function")
         self._donate = tuple(donate)
         self._background = background
+        self._replay = replay
         self._structure = {}  # static key -> the result's structure
         self._static_ids = {}  # static_form of the arguments -> its number
         # The C++ function donates tensors by their position in the flat
@@ -113,7 +117,7 @@ class compile:
         key = tuple(donated)
         if key not in self._compiled:
             self._compiled[key] = _kiln.CompiledFunction(self._trace, self._name, donated,
-                                                         self._background)
+                                                         self._background, self._replay)
         return self._compiled[key]
 
     @property

@@ -100,15 +100,17 @@ void bind_transforms(nb::module_& m) {
 
   nb::class_<CompiledFn>(m, "CompiledFunction", nb::type_slots(gc_slots<CompiledFn>))
       .def("__init__", [](CompiledFn* self, nb::callable fn, std::string name,
-                          std::vector<int> donate, bool background) {
+                          std::vector<int> donate, bool background, bool replay) {
             CompileOptions o;
             o.name = std::move(name);
             o.donate = std::move(donate);
             o.compile_in_background = background;
+            o.replay = replay;
             HeldFn held = hold(std::move(fn));
             new (self) CompiledFn{held, CompiledFunction(python_fn(held), o)};
           }, nb::arg("fn"), nb::arg("name") = "compiled function",
-          nb::arg("donate") = std::vector<int>{}, nb::arg("background") = false)
+          nb::arg("donate") = std::vector<int>{}, nb::arg("background") = false,
+          nb::arg("replay") = false)
       .def("__call__", [](CompiledFn& f, const std::vector<Tensor>& args,
                           const std::string& static_key) {
             std::vector<Tensor> out;

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "kiln/base/error.h"
+#include "kiln/runtime/executable.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -89,6 +90,27 @@ TEST_P(KVCache, BoundedShapesCompileOnceAndRowsAreIndependent) {
   EXPECT_EQ(dec.num_programs(), 2u);
   EXPECT_THROW(dec.prefill({{1}, {2}, {3}, {4}}), Error);  // more prompts than rows
   EXPECT_THROW(dec.prefill({{}}), Error);
+}
+
+// A replayed decode step (recorded once, replayed per token) gives the
+// plain step's bits; a second prefill's new cache is recorded anew.
+TEST_P(KVCache, ReplayedDecodeGivesThePlainBits) {
+  ModelConfig c = model_config(GetParam());
+  c.seq_len = 16;
+  auto model = build_model(c, DType::f32, 5);
+  KVCacheDecoder plain(*model, 2, 16), replayed(*model, 2, 16, /*replay=*/true);
+  const ReplayTotals before = replay_totals();
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<std::vector<int32_t>> prompts = {{5, 17, 300}, {2047, 64}};
+    EXPECT_EQ(replayed.prefill(prompts), plain.prefill(prompts));
+    for (int32_t t = 0; t < 6; ++t) {
+      const std::vector<int32_t> next = {int32_t(100 + t), t == 3 ? -1 : int32_t(200 + t)};
+      ASSERT_EQ(replayed.decode(next), plain.decode(next)) << "round " << round << ", token " << t;
+    }
+  }
+  const ReplayTotals after = replay_totals();
+  EXPECT_GE(after.recordings - before.recordings, 1);
+  EXPECT_GE(after.replays - before.replays, 10) << "12 decode steps, the first plain";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, KVCache,

@@ -184,6 +184,20 @@ def test_compile_donates_whole_arguments():
         kiln.compile(step, donate=(2,))(params, grads)
 
 
+def test_compile_replay_gives_the_plain_bits():
+    """replay=True: recorded once, replayed after; a new batch each call is
+    copied in, the donated weights stay in place."""
+    def step(w, x):
+        return w - (x * w).sum() * 0.01
+
+    plain, replayed = kiln.compile(step, donate=(0,)), kiln.compile(step, donate=(0,), replay=True)
+    w_plain, w_replayed = kiln.full([64], 1.0), kiln.full([64], 1.0)
+    for i in range(5):
+        x = kiln.full([64], 0.1 * (i + 1))
+        w_plain, w_replayed = plain(w_plain, x), replayed(w_replayed, x)
+        assert w_replayed.tolist() == w_plain.tolist()
+
+
 def test_compile_signature_tells_non_tensor_arguments_apart():
     f = kiln.compile(lambda x, a: x * float(a))
     # Equal values share a program; 1 and 1.0 do not (their types differ).

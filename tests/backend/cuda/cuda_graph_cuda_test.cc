@@ -3,11 +3,14 @@
 // replayed gives the plain run's bits step after step; eager work between
 // replays (the shared pool's blocks and the kernels' shared workspace
 // changing hands) neither disturbs a graph nor is disturbed by it, as the
-// graph's memory is its own; a program with a collective is not captured.
+// graph's memory is its own; a KV-cache decode replayed token by token
+// gives the plain decode's bits; a program with a collective is not
+// captured.
 #include <gtest/gtest.h>
 
 #include "kiln/autograd/grad.h"
 #include "kiln/ir/op.h"
+#include "kiln/models/generate.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/reduction.h"
@@ -72,6 +75,30 @@ TEST(CudaGraph, ReplayedStepsGiveThePlainRunsBits) {
   EXPECT_EQ(s.recordings, 1);
   EXPECT_EQ(s.replays, 7);
   EXPECT_EQ(s.plain, 1);
+}
+
+TEST(CudaGraph, ReplayedDecodeGivesThePlainBits) {
+  for (const char* family : {"llama3_debug", "qwen3_moe_debug"}) {
+    SCOPED_TRACE(family);
+    ModelConfig c = model_config(family);
+    c.seq_len = 32;
+    auto model = build_model(c, DType::f32, 5);
+    std::vector<Tensor> moved;
+    for (const Tensor& p : model->parameters()) moved.push_back(p.to(kCuda0));
+    model->set_parameters(moved);
+    KVCacheDecoder plain(*model, 2, 32), replayed(*model, 2, 32, /*replay=*/true);
+    const ReplayTotals before = replay_totals();
+    const std::vector<std::vector<int32_t>> prompts = {{5, 17, 300}, {2047, 64}};
+    ASSERT_EQ(replayed.prefill(prompts), plain.prefill(prompts));
+    for (int32_t t = 0; t < 8; ++t) {
+      const std::vector<int32_t> next = {int32_t(100 + t), int32_t(200 + t)};
+      ASSERT_EQ(replayed.decode(next), plain.decode(next)) << "token " << t;
+    }
+    const ReplayTotals after = replay_totals();
+    EXPECT_EQ(after.recordings - before.recordings, 1) << "one CUDA graph for every token";
+    EXPECT_EQ(after.replays - before.replays, 7);
+    EXPECT_EQ(after.refused.size(), before.refused.size()) << "nothing refused";
+  }
 }
 
 TEST(CudaGraph, CollectivesAreNotCaptured) {
