@@ -116,8 +116,11 @@ struct Launched {
   std::function<void()> then;
   uint64_t flow = 0;  // the profile's arrow from the start to the wait (0: none)
 
-  void finish() {
-    work.wait();
+  // The device's later work waits for the data where the group can order
+  // it on the device (NCCL: the queue thread goes on issuing work); else,
+  // or with `host`, the calling thread waits.
+  void finish(bool host = false) {
+    if (host || !work.wait_on_device()) work.wait();
     if (then) then();
   }
 };
@@ -293,7 +296,7 @@ std::unordered_map<const void*, Launched>& in_flight() {
 // before the program's buffers go.
 void drain() {
   for (auto& [buffer, l] : in_flight()) try {
-      l.finish();
+      l.finish(/*host=*/true);
     } catch (const std::exception&) {
     }
   in_flight().clear();

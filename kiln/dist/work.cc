@@ -15,10 +15,29 @@ void WorkState::finish() {
 void WorkState::fail(std::string message) {
   {
     std::lock_guard lock(mu_);
+    if (device_waited_) report_(message);
     error_ = std::move(message);
     done_ = true;
   }
   cv_.notify_all();
+}
+
+void WorkState::set_device_wait(std::function<bool()> enqueue_wait,
+                                std::function<void(const std::string&)> report) {
+  std::lock_guard lock(mu_);
+  enqueue_wait_ = std::move(enqueue_wait);
+  report_ = std::move(report);
+}
+
+// Under the lock, so that the backend's completion (finish or fail, then
+// releasing what enqueue_wait uses) waits for an enqueue under way.
+bool WorkState::wait_on_device() {
+  std::lock_guard lock(mu_);
+  if (!enqueue_wait_ || error_) return false;  // a failure is raised by wait()
+  if (done_) return true;
+  if (!enqueue_wait_()) return false;
+  device_waited_ = true;
+  return true;
 }
 
 bool WorkState::done() const {

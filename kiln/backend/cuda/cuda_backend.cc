@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kiln/backend/cuda/async_error.h"
 #include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/cublaslt.h"
 #include "kiln/backend/cuda/cuda_graph.h"
@@ -99,6 +100,8 @@ class CudaBackend final : public Backend {
       KILN_CUDA_CHECK(cudaStreamSynchronize(stream));
       // An out-of-range index an indexing kernel met (and skipped).
       if (std::string fault = take_index_fault(index); !fault.empty()) fail(fault);
+      // A collective the stream waited for without the host, failed since.
+      if (std::string error = take_async_error(index); !error.empty()) fail(error);
     });
     s->queue.enqueue([index, stream] { bind_thread(index, stream); }, cat("starting cuda:", index));
     s->queue.synchronize();

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "kiln/backend/cuda/async_error.h"
 #include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/rank_reduce.h"
 #include "kiln/backend/cuda/stream.h"
@@ -159,6 +160,16 @@ class NcclProcessGroup final : public ProcessGroup {
     }
     enqueue(c);
     KILN_CUDA_CHECK(cudaEventRecord(p->done, stream_));
+    // A wait on the queue thread orders the device's later work after the
+    // collective and returns. The poller completes the state (and only
+    // then destroys the event), never while an enqueue is under way.
+    p->state->set_device_wait(
+        [device = device_, done = p->done] {
+          if (!cuda::bound_to(device)) return false;
+          KILN_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done, 0));
+          return true;
+        },
+        [device = device_](const std::string& why) { cuda::report_async_error(device, why); });
     p->issued = true;
     return Work(p->state);
   }
