@@ -103,9 +103,11 @@ CachingAllocator& pool_of(Device d, Pool p) {
 }  // namespace
 
 Storage::Storage(Device d, size_t bytes, Pool p) : device(d), nbytes(bytes), pool(p) {
-  PrivateMemory* mine = p == Pool::device ? private_memory(d) : nullptr;
-  if (mine) private_pool = mine->pool();
-  data = mine ? private_pool->allocate(bytes) : pool_of(d, p).allocate(bytes);
+  PrivateMemory* mine = private_memory(d);
+  if (mine) private_pool = mine->pool(p == Pool::offload);
+  KILN_CHECK(!mine || private_pool, "activation offload: ", to_string(d),
+             " has no offload pool in this kiln; use activation_checkpoint.mode none, selective or full");
+  data = private_pool ? private_pool->allocate(bytes) : pool_of(d, p).allocate(bytes);
 }
 
 Storage::Storage(Device d, void* borrowed, size_t bytes, std::function<void()> release_fn)

@@ -12,7 +12,10 @@ thread_local PrivateMemory* active = nullptr;
 
 PrivateMemory::PrivateMemory(Device device)
     : device_(device),
-      pool_(std::make_shared<CachingAllocator>(backend(device).allocator(device.index).raw())) {}
+      pool_(std::make_shared<CachingAllocator>(backend(device).allocator(device.index).raw())) {
+  if (CachingAllocator* offload = backend(device).offload_allocator(device.index))
+    offload_pool_ = std::make_shared<CachingAllocator>(offload->raw());
+}
 
 void* PrivateMemory::scratch(size_t bytes) {
   if (!scratch_.empty() && scratch_.back()->nbytes >= bytes) return scratch_.back()->data;

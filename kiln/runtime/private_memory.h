@@ -1,12 +1,12 @@
-// The memory a recorded program owns (Backend::record): a pool of its own
-// over the device's raw memory, and the buffers its kernels asked for while
-// it was recorded. A CUDA graph replays the addresses it was captured with,
+// The memory a recorded program owns (Backend::record): pools of its own
+// over the device's raw memory and its offload pool's, and the buffers its
+// kernels asked for while it was recorded. A CUDA graph replays the addresses it was captured with,
 // so nothing it wrote to may go back to the device's shared pool, where
 // other work would be handed it between two replays.
 //
-// While a PrivateMemoryScope is alive on a thread, every Storage of the
-// device's main pool made on that thread comes from the private pool, and
-// goes back to it when freed. Replays of one program's recordings run one
+// While a PrivateMemoryScope is alive on a thread, every Storage on the
+// device made on that thread comes from the private pools, and goes back to
+// them when freed. Replays of one program's recordings run one
 // after another on the device's queue, so they share one PrivateMemory:
 // what one recording frees, the next may reuse.
 #pragma once
@@ -28,7 +28,11 @@ class PrivateMemory {
   PrivateMemory& operator=(const PrivateMemory&) = delete;
 
   Device device() const { return device_; }
-  const std::shared_ptr<CachingAllocator>& pool() const { return pool_; }
+  // The private pool standing for the device's main pool (offload: false)
+  // or its offload pool; null where the device has no offload pool.
+  const std::shared_ptr<CachingAllocator>& pool(bool offload = false) const {
+    return offload ? offload_pool_ : pool_;
+  }
   // A kernel's temporary buffer (a GEMM's workspace) of at least `bytes`:
   // kept for the life of this memory, as the recordings read its address;
   // the same buffer while it is large enough.
@@ -37,12 +41,12 @@ class PrivateMemory {
 
  private:
   Device device_;
-  std::shared_ptr<CachingAllocator> pool_;
+  std::shared_ptr<CachingAllocator> pool_, offload_pool_;
   std::vector<std::shared_ptr<Storage>> scratch_;  // the last is the one in use
 };
 
-// Routes the calling thread's main-pool allocations on memory.device() to
-// `memory` while alive. Scopes do not nest.
+// Routes the calling thread's allocations on memory.device() to `memory`
+// while alive. Scopes do not nest.
 class PrivateMemoryScope {
  public:
   explicit PrivateMemoryScope(PrivateMemory& memory);

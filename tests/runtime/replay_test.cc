@@ -120,6 +120,7 @@ TEST(Replay, RunsPastTheRecordingLimitRunPlainly) {
 TEST(PrivateMemory, AllocationsInAScopeComeFromItsPool) {
   PrivateMemory mine(kCPU);
   const int64_t shared_before = memory_stats(kCPU).allocated;
+  const int64_t offload_before = memory_stats(kCPU, Pool::offload).allocated;
   void* first = nullptr;
   std::shared_ptr<Storage> outlives;
   {
@@ -133,11 +134,15 @@ TEST(PrivateMemory, AllocationsInAScopeComeFromItsPool) {
     Storage again(kCPU, 4096);
     EXPECT_EQ(again.data, first) << "freed into the private pool and handed out again";
     outlives = std::make_shared<Storage>(kCPU, 8192);
+    Storage offloaded(kCPU, 1024, Pool::offload);
+    EXPECT_EQ(mine.pool(/*offload=*/true)->stats().allocated, 1024) << "the offload pool's stand-in";
     // Another thread's allocations are not the scope's.
     std::thread([] { EXPECT_EQ(private_memory(kCPU), nullptr); }).join();
   }
   EXPECT_EQ(private_memory(kCPU), nullptr);
   EXPECT_EQ(memory_stats(kCPU).allocated, shared_before) << "nothing came from the shared pool";
+  EXPECT_EQ(memory_stats(kCPU, Pool::offload).allocated, offload_before);
+  EXPECT_EQ(mine.pool(/*offload=*/true)->stats().allocated, 0);
   outlives.reset();
   EXPECT_EQ(mine.stats().allocated, 0) << "freed after the scope, back to the private pool";
 }

@@ -54,8 +54,9 @@ const std::vector<Rung>& ladder_rungs() {
        "replayed"},
       {"graph_trainer_replay", "--runtime.eager_mode strict --compile.graph_trainer --compile.replay",
        "graph trainer (the whole step as one program, recorded once and replayed)"},
-      {"scan_graph_trainer_replay",
-       "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer --compile.replay",
+      {"scan_graph_trainer_offload_replay",
+       "--runtime.eager_mode strict --compile.scan_layers --compile.graph_trainer"
+       " --activation_checkpoint.mode offload --compile.replay",
        "graph trainer (the whole step as one program, the layers as one scan, recorded once and "
        "replayed)"},
   };

@@ -2,12 +2,30 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
 #include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/stream.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cuda {
 namespace {
+
+// A device's capture: held by the capturing thread from its start to its end.
+struct DeviceCapture {
+  std::mutex mu;
+  std::atomic<std::thread::id> capturer{};
+};
+constexpr int kMaxDevices = 64;
+DeviceCapture& capture_of(int device) {
+  static auto* captures = new std::array<DeviceCapture, kMaxDevices>;  // never destroyed
+  KILN_CHECK(device >= 0 && device < kMaxDevices, "cuda:", device, ": kiln handles ", kMaxDevices,
+             " GPUs per process");
+  return (*captures)[size_t(device)];
+}
 
 class CudaGraph final : public RecordedWork {
  public:
@@ -38,6 +56,13 @@ cudaGraph_t end_capture(cudaStream_t s, cudaError_t& err) {
 
 std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work) {
   cudaStream_t s = current_stream();
+  DeviceCapture& capture = capture_of(current_device());
+  std::lock_guard lock(capture.mu);
+  capture.capturer = std::this_thread::get_id();
+  struct Clear {
+    DeviceCapture& c;
+    ~Clear() { c.capturer = std::thread::id(); }
+  } clear{capture};
   KILN_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   cudaError_t err = cudaSuccess;
   try {
@@ -67,6 +92,16 @@ std::string uncapturable(const ir::OpDef& op) {
            "waits on; its program runs launch by launch";
   return "";
 }
+
+CaptureExclusion::CaptureExclusion(int device, const char* what) : device_(device) {
+  DeviceCapture& capture = capture_of(device);
+  if (capture.capturer == std::this_thread::get_id())
+    fail(what, " on cuda:", device, " while a compiled program is captured there as a CUDA graph: "
+         "a graph cannot hold it");
+  capture.mu.lock();
+}
+
+CaptureExclusion::~CaptureExclusion() { capture_of(device_).mu.unlock(); }
 
 RelaxedCapture::RelaxedCapture() {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;

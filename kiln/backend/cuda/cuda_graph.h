@@ -21,6 +21,22 @@ std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work);
 // Why a program running `op` cannot be captured; "" when it can.
 std::string uncapturable(const ir::OpDef& op);
 
+// Held by a thread that puts work on a device's stream from outside its
+// queue thread (a host upload) or synchronises the device (cudaFree): such
+// work would land in a graph being captured there, or break the capture,
+// so it waits for the capture to end. On the capturing thread itself it is
+// a kiln::Error: the call cannot be part of a graph.
+class CaptureExclusion {
+ public:
+  CaptureExclusion(int device, const char* what);
+  ~CaptureExclusion();
+  CaptureExclusion(const CaptureExclusion&) = delete;
+  CaptureExclusion& operator=(const CaptureExclusion&) = delete;
+
+ private:
+  int device_;
+};
+
 // While alive, the calling thread may make calls a capture forbids
 // (cudaMalloc for a recording's private pool, whose blocks the graph keeps).
 class RelaxedCapture {

@@ -30,6 +30,7 @@ void* DeviceMemory::allocate(size_t bytes) {
 
 void DeviceMemory::release(void* p, size_t) {
   DeviceGuard on(device_);
+  CaptureExclusion outside(device_, "freeing device memory (cudaFree synchronises the device)");
   KILN_CUDA_CHECK(cudaFree(p));
 }
 

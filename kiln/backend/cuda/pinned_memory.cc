@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/cuda_graph.h"
 #include "kiln/backend/cuda/device_memory.h"
 #include "kiln/backend/cuda/devices.h"
 #include "kiln/base/error.h"
@@ -17,6 +18,7 @@ void* PinnedMemory::allocate(size_t bytes) {
 
 void PinnedMemory::release(void* p, size_t) {
   DeviceGuard on(device_);
+  CaptureExclusion outside(device_, "freeing pinned memory (cudaFreeHost synchronises the device)");
   KILN_CUDA_CHECK(cudaFreeHost(p));
 }
 

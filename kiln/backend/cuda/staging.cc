@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/cuda_graph.h"
 #include "kiln/backend/cuda/devices.h"
 #include "kiln/backend/cuda/stream.h"
 #include "kiln/base/error.h"
@@ -12,6 +13,8 @@ namespace kiln::cuda {
 
 void Staging::upload(void* device, const void* host, size_t bytes) {
   DeviceGuard on(device_);
+  // On the stream from this thread: never into a graph being captured.
+  CaptureExclusion outside(device_, "a copy from the host");
   for (size_t done = 0; done < bytes; done += kChunkBytes) {
     const size_t n = std::min(kChunkBytes, bytes - done);
     Chunk& c = acquire();
