@@ -57,12 +57,12 @@ TEST(Cli, InfoSaysWhichKernelCopyRunsAndRefusesABadChoice) {
 TEST(Cli, InfoSaysWhichPathBf16MatmulsTake) {
   CliRun avx2 = kiln("info", "ONEDNN_MAX_CPU_ISA=AVX2");
   EXPECT_EQ(avx2.status, 0) << avx2.output;
-  EXPECT_NE(avx2.output.find("bf16 matmuls: widened to f32 for oneDNN's f32 sgemm (oneDNN isa avx2 "
+  EXPECT_NE(avx2.output.find("bf16 matmuls: widened to f32 for oneDNN's f32 matmul (oneDNN isa avx2 "
                              "has no bf16 dot products)"),
             std::string::npos)
       << avx2.output;
   CliRun widened = kiln("info", "KILN_CPU_BF16_MATMUL=f32");
-  EXPECT_NE(widened.output.find("bf16 matmuls: widened to f32 for oneDNN's f32 sgemm "
+  EXPECT_NE(widened.output.find("bf16 matmuls: widened to f32 for oneDNN's f32 matmul "
                                 "(KILN_CPU_BF16_MATMUL=f32)"),
             std::string::npos)
       << widened.output;

@@ -1,6 +1,6 @@
 // The matmul kernel. f32 products run as fixed blocks of each output matrix,
-// each one single-threaded oneDNN sgemm over the whole of k (gemm.h), so
-// their bits never depend on the thread count: oneDNN's own threading does
+// each one oneDNN matmul on one thread over the whole of k, so their bits
+// never depend on the thread count: oneDNN's own threading does
 // not promise that (on AVX2 CPUs it splits k across threads). bf16 and f16
 // run oneDNN's matmul primitive where the CPU multiplies them natively, with
 // transposes passed as swapped strides and batch broadcasting as size-1
@@ -13,7 +13,6 @@
 #include <optional>
 #include <vector>
 
-#include "kiln/backend/cpu/gemm.h"
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernel_helpers.h"
 #include "kiln/backend/cpu/loops.h"
@@ -50,9 +49,11 @@ Operand operand(const TensorRef& t, bool transpose, int rank) {
 }
 
 // A primitive ready to run, or none where oneDNN has no implementation.
+// Its scratchpad is the caller's (one per thread): several threads run the
+// same primitive at once on blocks of one product.
 struct Prepared {
   std::optional<dnnl::matmul> primitive;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, scratchpad;
 };
 
 // Creating a primitive costs far more than a small product, so each layout
@@ -76,8 +77,11 @@ Prepared prepare(DType dtype, const Operand& a, const Operand& b, const Operand&
     p.b = dnnl::memory::desc(b.shape, *type, b.strides);
     p.c = dnnl::memory::desc(c.shape, *type, c.strides);
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), onednn_engine());
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, onednn_engine());
       p.primitive = dnnl::matmul(pd);
+      p.scratchpad = pd.scratchpad_desc();
     } catch (const dnnl::error& e) {
       if (e.status != dnnl_unimplemented)
         fail("matmul: oneDNN could not set up ", dtype_name(dtype), " product of ", Dims(a.shape),
@@ -93,7 +97,11 @@ void run_onednn(const Prepared& p, const Operand& a, const Operand& b, const Ope
   dnnl::engine& engine = onednn_engine();
   dnnl::stream& stream = onednn_stream();
   dnnl::memory am(p.a, engine, a.data), bm(p.b, engine, b.data), cm(p.c, engine, c.data);
-  p.primitive->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < p.scratchpad.get_size()) scratch.resize(p.scratchpad.get_size());
+  dnnl::memory sm(p.scratchpad, engine, scratch.data());
+  p.primitive->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
+                                {DNNL_ARG_SCRATCHPAD, sm}});
   stream.wait();
 }
 
@@ -147,18 +155,32 @@ bool run_onednn(const TensorRef& a_ref, bool ta, const TensorRef& b_ref, bool tb
   return true;
 }
 
+// c = a @ b by a oneDNN primitive made for, and run on, the calling thread
+// alone.
+void one_thread_product(const Operand& a, const Operand& b, const Operand& c) {
+  const int saved = omp_get_max_threads();
+  if (saved != 1) omp_set_num_threads(1);
+  Prepared p = prepare(DType::f32, a, b, c, 1);
+  KILN_CHECK(p.primitive, "matmul: oneDNN has no f32 primitive for a ", Dims(a.shape), " x ",
+             Dims(b.shape), " block");
+  run_onednn(p, a, b, c);
+  if (saved != 1) omp_set_num_threads(saved);
+}
+
 // out = op(a) @ op(b) in f32 over dense operands (batch dims broadcast where
-// one has size 1): every block of kRows x kCols of an output matrix is one
-// sgemm on one thread. Blocks this size keep a product of a few hundred rows
-// on several threads and amortise sgemm's packing; on a 2-core AVX2 EPYC
-// they ran as fast as oneDNN's own threading (1024^3: within 10%).
+// one has size 1): every block of kRows whole rows of an output matrix is
+// one oneDNN product on one thread. Whole rows keep op(b) and the block of
+// the output dense, and blocks of fewer rows or columns ran at half speed
+// (oneDNN 2.7 on an AVX2 EPYC, 2048^3: 512 rows 79 GFLOP/s a core, 128 rows
+// or 512 columns 38-40, the whole product 84).
 void run_blocked(const TensorRef& a, bool ta, const TensorRef& b, bool tb, const TensorRef& out) {
-  constexpr int64_t kRows = 128, kCols = 512;
+  constexpr int64_t kRows = 512;
   const int r = out.rank(), ra = a.rank(), rb = b.rank();
   const int64_t m = out.shape[r - 2], n = out.shape[r - 1];
   if (m == 0 || n == 0) return;
-  const GemmArgs g{ta, tb, m, n, ta ? a.shape[ra - 2] : a.shape[ra - 1], a.shape[ra - 1],
-                   b.shape[rb - 1], n};
+  // op(a) is [m, k]; lda and ldb are a's and b's row strides as stored.
+  const int64_t k = ta ? a.shape[ra - 2] : a.shape[ra - 1], lda = a.shape[ra - 1],
+                ldb = b.shape[rb - 1];
   // Each batch's first element in a and b: dense strides, 0 where broadcast.
   const int batch_rank = r - 2;
   std::vector<int64_t> a_step(size_t(batch_rank), 0), b_step(size_t(batch_rank), 0);
@@ -172,12 +194,11 @@ void run_blocked(const TensorRef& a, bool ta, const TensorRef& b, bool tb, const
   }
   int64_t batches = 1;
   for (int d = 0; d < batch_rank; ++d) batches *= out.shape[d];
-  const int64_t row_blocks = (m + kRows - 1) / kRows, col_blocks = (n + kCols - 1) / kCols;
-  const int64_t per_batch = row_blocks * col_blocks;
+  const int64_t per_batch = (m + kRows - 1) / kRows;
   const float* ap = a.ptr<float>();
   const float* bp = b.ptr<float>();
   float* cp = out.ptr<float>();
-  parallel_for(batches * per_batch, std::min(m, kRows) * std::min(n, kCols) * g.k,
+  parallel_for(batches * per_batch, std::min(m, kRows) * n * k,
                [&](int64_t begin, int64_t end) {
     for (int64_t blk = begin; blk < end; ++blk) {
       int64_t batch = blk / per_batch, ao = 0, bo = 0;
@@ -187,12 +208,14 @@ void run_blocked(const TensorRef& a, bool ta, const TensorRef& b, bool tb, const
         ao += idx * a_step[size_t(d)];
         bo += idx * b_step[size_t(d)];
       }
-      const int64_t r0 = blk % per_batch / col_blocks * kRows, c0 = blk % col_blocks * kCols;
-      GemmArgs part = g;
-      part.m = std::min(kRows, m - r0);
-      part.n = std::min(kCols, n - c0);
-      gemm(part, 1.0f, ap + ao + (ta ? r0 : r0 * g.lda), bp + bo + (tb ? c0 * g.ldb : c0), 0.0f,
-           cp + (blk / per_batch) * m * n + r0 * n + c0);
+      const int64_t r0 = blk % per_batch * kRows, rows = std::min(kRows, m - r0);
+      // op(a)'s rows r0.. and op(b), as strided 2-D views.
+      Operand ab{const_cast<char*>(reinterpret_cast<const char*>(ap + ao + (ta ? r0 : r0 * lda))),
+                 {rows, k}, {ta ? 1 : lda, ta ? lda : 1}};
+      Operand bb{const_cast<char*>(reinterpret_cast<const char*>(bp + bo)), {k, n},
+                 {tb ? 1 : ldb, tb ? ldb : 1}};
+      Operand cb{reinterpret_cast<char*>(cp + (blk / per_batch) * m * n + r0 * n), {rows, n}, {n, 1}};
+      one_thread_product(ab, bb, cb);
     }
   });
 }

@@ -94,7 +94,7 @@ std::string matmul_path_text(DType dtype) {
   const char* path = "";
   switch (matmul_path(dtype)) {
     case MatmulPath::onednn: path = "oneDNN's primitive"; break;
-    case MatmulPath::widened_to_f32: path = "widened to f32 for oneDNN's f32 sgemm"; break;
+    case MatmulPath::widened_to_f32: path = "widened to f32 for oneDNN's f32 matmul"; break;
     case MatmulPath::loop: path = "a plain loop"; break;
   }
   std::string why = dtype == DType::bf16 ? bf16_why()

@@ -1,5 +1,6 @@
-// Which path a CPU matmul of each dtype takes. f32 runs oneDNN's sgemm on
-// fixed output blocks (matmul.cc) and f64 a plain loop. bf16 runs oneDNN's
+// Which path a CPU matmul of each dtype takes. f32 runs oneDNN's matmul on
+// fixed blocks of output rows, one thread each (matmul.cc), and f64 a plain
+// loop. bf16 runs oneDNN's
 // bf16 primitive where the CPU has bf16 dot products (oneDNN dispatches to
 // avx512_core_bf16 or AMX); elsewhere oneDNN emulates them far below its f32
 // speed, so the operands are widened to f32 (exactly) and multiplied as f32
