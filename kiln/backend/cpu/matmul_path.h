@@ -1,12 +1,11 @@
 // Which path a CPU matmul of each dtype takes. f32 runs oneDNN's matmul on
 // fixed blocks of output rows, one thread each (matmul.cc), and f64 a plain
-// loop. bf16 runs oneDNN's
-// bf16 primitive where the CPU has bf16 dot products (oneDNN dispatches to
-// avx512_core_bf16 or AMX); elsewhere oneDNN emulates them far below its f32
-// speed, so the operands are widened to f32 (exactly) and multiplied as f32
-// is, accumulating in f32 as the native path does; the product is rounded to
-// bf16 once. f16 takes oneDNN's f16 primitive where it has one (AVX512-FP16) and
-// is widened likewise elsewhere.
+// loop. bf16 runs oneDNN's bf16 primitive where the CPU has bf16 dot
+// products (oneDNN dispatches to avx512_core_bf16 or AMX); elsewhere oneDNN
+// emulates them far below its f32 speed, so the operands are widened to f32
+// (exactly) and multiplied as f32 is, accumulating in f32 as the native path
+// does; the product is rounded to bf16 once. f16 takes oneDNN's f16
+// primitive where it has one (AVX512-FP16) and is widened likewise elsewhere.
 #pragma once
 #include <optional>
 #include <string>
