@@ -103,10 +103,8 @@ CachingAllocator& pool_of(Device d, Pool p) {
 }  // namespace
 
 Storage::Storage(Device d, size_t bytes, Pool p) : device(d), nbytes(bytes), pool(p) {
-  PrivateMemory* mine = private_memory(d);
-  if (mine) private_pool = mine->pool(p == Pool::offload);
-  KILN_CHECK(!mine || private_pool, "activation offload: ", to_string(d),
-             " has no offload pool in this kiln; use activation_checkpoint.mode none, selective or full");
+  // No private offload pool where the device has none: pool_of says so.
+  if (PrivateMemory* mine = private_memory(d)) private_pool = mine->pool(p == Pool::offload);
   data = private_pool ? private_pool->allocate(bytes) : pool_of(d, p).allocate(bytes);
 }
 
