@@ -145,7 +145,7 @@ run() {
     tail -n 20 "$log" >>"$summary"
   }
   # The fused kernels' tests and benchmark first (what is newest), then the rest.
-  local first='^(cuda_graph|flash_attention|linear_cross_entropy|grouped_matmul|nccl)_cuda_test$'
+  local first='^(cuda_graph|transfer|flash_attention|linear_cross_entropy|grouped_matmul|nccl)_cuda_test$'
   while IFS='|' read -r name env cmd; do
     [[ $name =~ $first ]] && run_test "$name" "$env" "$cmd"
   done <"$work/tests.tsv"

@@ -160,7 +160,9 @@ const ir::OpDef& kScan = ops::declare({
               {"saved_carries", ir::AttrKind::bool_, false},
               // Outputs from this one on live in the offload pool (-1: none):
               // activation offload's saved carries (compiler/offload.h).
-              {"offload_from", ir::AttrKind::int_, int64_t(-1)}},
+              {"offload_from", ir::AttrKind::int_, int64_t(-1)},
+              // Stacked inputs (by position among them) in the offload pool.
+              {"offloaded_stacked", ir::AttrKind::ints, ir::IntList{}}},
     .infer = infer_scan,
     .fusion = ir::FusionClass::opaque,
     .vjp = scan_vjp,

@@ -4,7 +4,6 @@
 #include <map>
 
 #include "kiln/base/error.h"
-#include "kiln/compiler/collective_schedule.h"
 #include "kiln/compiler/fused_op.h"
 
 namespace kiln::compiler {
@@ -125,14 +124,29 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   }
 
   // The arena holds every value a node defines, except outputs placed elsewhere.
-  auto planned = [&](ir::ValueId v) {
-    return !in_donated_buffer[v] && (options.outputs_in_arena || !returned[v]);
+  auto placed_elsewhere = [&](ir::ValueId v) {
+    return in_donated_buffer[v] || (!options.outputs_in_arena && returned[v]);
   };
-  // collective_wait hands its started buffer on as its result: both values
-  // share one slot, live from the start to the last read of either.
+  // A wait whose result is placed elsewhere: what it completes is written
+  // there in the first place, when nothing else reads it.
+  plan.written_in.assign(nv, -1);
+  std::vector<int> readers(nv, 0);
+  for (int i = 0; i < n; ++i)
+    for (ir::ValueId v : nodes[i].inputs) ++readers[v];
+  for (int i = 0; i < n; ++i) {
+    if (!nodes[i].op->aliases_first_input) continue;
+    ir::ValueId x = nodes[i].inputs[0], y = nodes[i].outputs[0];
+    if (g.values()[x].node >= 0 && !returned[x] && readers[x] == 1 && placed_elsewhere(y) &&
+        plan.bytes[x] == plan.bytes[y])
+      plan.written_in[x] = y;
+  }
+  auto planned = [&](ir::ValueId v) { return !placed_elsewhere(v) && plan.written_in[v] < 0; };
+  // A wait (collective_wait, transfer_wait) hands its started buffer on as
+  // its result: both values share one slot, live from the start to the last
+  // read of either.
   std::vector<ir::ValueId> alias_of(nv, -1);
   for (int i = 0; i < n; ++i) {
-    if (!is_collective_wait(*nodes[i].op)) continue;
+    if (!nodes[i].op->aliases_first_input) continue;
     ir::ValueId x = nodes[i].inputs[0], y = nodes[i].outputs[0];
     if (g.values()[x].node < 0 || !planned(x) || !planned(y)) continue;
     ir::ValueId root = alias_of[x] >= 0 ? alias_of[x] : x;

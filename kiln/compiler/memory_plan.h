@@ -27,6 +27,10 @@ struct MemoryPlan {
   std::vector<bool> offloaded;
   // Per value id: its size in bytes.
   std::vector<int64_t> bytes;
+  // Per value id: the value in whose buffer it is written, or -1. What a
+  // wait completes is written in the wait's result when that is placed
+  // outside the arena (a returned output) and nothing else reads it.
+  std::vector<ir::ValueId> written_in;
   // The (graph input, graph output) donations honoured: the output is
   // written into that input's buffer.
   std::vector<std::pair<int, int>> donated;
@@ -44,8 +48,9 @@ struct MemoryPlan {
 // outputs); values live at the same time never overlap, and freed space is
 // reused best-fit. Outputs of offloading ops are planned the same way in
 // an arena of their own. A node's outputs never share memory with its inputs,
-// except collective_wait's, which is its first input's buffer (kept live
-// until the last read of either).
+// except a wait's (OpDef::aliases_first_input: collective_wait,
+// transfer_wait), which is its first input's buffer (kept live until the
+// last read of either).
 //
 // `donations` lists (graph input index, graph output index) pairs whose
 // buffers the caller lets alias. One is honoured when the input and output

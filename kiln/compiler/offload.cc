@@ -12,11 +12,16 @@ namespace {
 
 using ir::ValueId;
 
-// Where one value moves out and back in, as node positions of the input graph.
+// Where one value moves out and back in, as node positions of the input
+// graph. Each move is started and waited for later in the same region run,
+// so that the copy runs beside the compute in between and every per-block
+// program holds its moves whole.
 struct Move {
   ValueId value;
-  size_t offload_after;   // the offload follows this node
-  size_t reload_before;   // the reload precedes this node
+  size_t offload_after;    // the offload starts after this node (the value's last forward use)
+  size_t offloaded_after;  // and is waited for after this one, its run's end
+  size_t reload_before;    // the reload starts before this node, opening its run
+  size_t reloaded_before;  // and is waited for before this one: the first reader or the next run
   int32_t offload_region, reload_region;
 };
 
@@ -153,10 +158,32 @@ std::vector<Move> plan(const ir::Graph& g) {
       // One block early: the start of the backward run just before.
       if (in > 0 && backward(in - 1) && run_start[in - 1] > out) in = run_start[in - 1];
       if (in <= out + 1) continue;  // nothing runs in between
-      moves.push_back({v, out, in, nodes[out].region, nodes[in].region});
+      const size_t reloaded = std::min(*first_bwd, run_end[in] + 1);
+      moves.push_back({v, last_fwd, out, in, reloaded, nodes[last_fwd].region, nodes[in].region});
     }
   }
   return moves;
+}
+
+// A scan over the layers keeps each iteration's carries for its backward
+// (its last outputs): they live in the offload pool, which its loop writes
+// one layer at a time. A scan that reads stacked inputs from the offload
+// pool (the backward's) copies each iteration's slices in one iteration
+// ahead. `ins` are the scan's inputs in `out`; it has `outputs` outputs.
+void mark_scan_offloads(const ir::Graph& out, const std::vector<ValueId>& ins, size_t outputs,
+                        ir::Attrs& attrs) {
+  if (attrs.b("saved_carries")) attrs.set("offload_from", int64_t(outputs) - attrs.i("carries"));
+  ir::IntList host;
+  const int64_t carries = attrs.i("carries"), stacked = attrs.i("stacked");
+  for (int64_t k = 0; k < stacked; ++k) {
+    const ValueId v = ins[size_t(carries + k)];
+    const int32_t p = out.values()[size_t(v)].node;
+    if (p < 0) continue;
+    const ir::Node& made = out.nodes()[size_t(p)];
+    const size_t at = size_t(std::find(made.outputs.begin(), made.outputs.end(), v) - made.outputs.begin());
+    if (ir::output_offloaded(*made.op, made.attrs, at)) host.push_back(k);
+  }
+  if (!host.empty()) attrs.set("offloaded_stacked", host);
 }
 
 }  // namespace
@@ -164,48 +191,66 @@ std::vector<Move> plan(const ir::Graph& g) {
 ir::Graph offload_activations(const ir::Graph& traced) {
   const ir::Graph g = hoist_recomputations(traced);
   std::vector<Move> moves = plan(g);
-  std::map<size_t, std::vector<const Move*>> offload_after, reload_before;
+  std::map<size_t, std::vector<const Move*>> offload_after, offloaded_after, reload_before,
+      reloaded_before;
   for (const Move& m : moves) {
     offload_after[m.offload_after].push_back(&m);
+    offloaded_after[m.offloaded_after].push_back(&m);
     reload_before[m.reload_before].push_back(&m);
+    reloaded_before[m.reloaded_before].push_back(&m);
   }
-  const ir::OpDef& offload = ir::get_op("offload");
-  const ir::OpDef& reload = ir::get_op("reload");
+  const ir::OpDef& offload = ir::get_op("offload_start");
+  const ir::OpDef& reload = ir::get_op("reload_start");
+  const ir::OpDef& wait = ir::get_op("transfer_wait");
   const auto& nodes = g.nodes();
   ir::Graph out;
   std::vector<ValueId> map(g.values().size(), -1);
   std::map<ValueId, ValueId> on_host;  // original value -> its offloaded copy
   for (ValueId v : g.inputs()) map[size_t(v)] = out.add_input(g.type(v));
-  auto tag = [&](int32_t region) {
+  // Emits `op` over `ins` in `region` of g.
+  auto add = [&](const ir::OpDef& op, std::vector<ValueId> ins, ValueId like, ir::Attrs attrs,
+                 int32_t region) {
+    const ir::TypeInfo type[] = {g.type(like)};
+    const ValueId v = out.add_node_typed(op, std::move(ins), std::move(attrs), type).outputs[0];
     if (region >= 0) out.tag_last_node(g.region_name(region));
+    return v;
   };
+  ir::Attrs offloaded, on_device;
+  offloaded.set("offloaded", true);
+  on_device.set("offloaded", false);
+  auto reload_wait = [&](const Move* m) {
+    map[size_t(m->value)] = add(wait, {map[size_t(m->value)], on_host.at(m->value)}, m->value,
+                                on_device, m->reload_region);
+  };
+  auto offload_wait = [&](const Move* m) {
+    on_host[m->value] = add(wait, {on_host.at(m->value), map[size_t(m->value)]}, m->value,
+                            offloaded, m->offload_region);
+  };
+  // At one position, the waits of moves started before it come first (they
+  // close the run before), then the starts, then the waits of those starts.
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (auto it = reload_before.find(i); it != reload_before.end())
-      for (const Move* m : it->second) {
-        const ir::TypeInfo type[] = {g.type(m->value)};
-        map[size_t(m->value)] = out.add_node_typed(reload, {on_host.at(m->value)}, {}, type).outputs[0];
-        tag(m->reload_region);
-      }
+    for (const Move* m : reloaded_before[i])
+      if (m->reload_before < i) reload_wait(m);
+    for (const Move* m : reload_before[i])
+      map[size_t(m->value)] = add(reload, {on_host.at(m->value)}, m->value, {}, m->reload_region);
+    for (const Move* m : reloaded_before[i])
+      if (m->reload_before == i) reload_wait(m);
     const ir::Node& n = nodes[i];
     std::vector<ValueId> ins;
     for (ValueId v : n.inputs) ins.push_back(map[size_t(v)]);
     std::vector<ir::TypeInfo> types;
     for (ValueId v : n.outputs) types.push_back(g.type(v));
     ir::Attrs attrs = n.attrs;
-    // A scan over the layers keeps each iteration's carries for its backward
-    // (its last outputs): they live in the offload pool, which its loop
-    // writes and the backward's loop reads one layer at a time.
-    if (n.op->name == "scan" && attrs.b("saved_carries"))
-      attrs.set("offload_from", int64_t(n.outputs.size()) - attrs.i("carries"));
+    if (n.op->name == "scan") mark_scan_offloads(out, ins, n.outputs.size(), attrs);
     const ir::Node& c = out.add_node_typed(*n.op, std::move(ins), std::move(attrs), types);
-    tag(n.region);
+    if (n.region >= 0) out.tag_last_node(g.region_name(n.region));
     for (size_t k = 0; k < n.outputs.size(); ++k) map[size_t(n.outputs[k])] = c.outputs[k];
-    if (auto it = offload_after.find(i); it != offload_after.end())
-      for (const Move* m : it->second) {
-        const ir::TypeInfo type[] = {g.type(m->value)};
-        on_host[m->value] = out.add_node_typed(offload, {map[size_t(m->value)]}, {}, type).outputs[0];
-        tag(m->offload_region);
-      }
+    for (const Move* m : offloaded_after[i])
+      if (m->offload_after < i) offload_wait(m);
+    for (const Move* m : offload_after[i])
+      on_host[m->value] = add(offload, {map[size_t(m->value)]}, m->value, {}, m->offload_region);
+    for (const Move* m : offloaded_after[i])
+      if (m->offload_after == i) offload_wait(m);
   }
   std::vector<ValueId> outs;
   for (ValueId v : g.outputs()) outs.push_back(map[size_t(v)]);
@@ -217,7 +262,7 @@ int64_t offloaded_activation_bytes(const ir::Graph& g) {
   int64_t bytes = 0;
   for (const ir::Node& n : g.nodes())
     for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (ir::output_offloaded(*n.op, n.attrs, k))
+      if (ir::output_offloaded(*n.op, n.attrs, k) && !n.op->aliases_first_input)
         bytes += g.type(n.outputs[k]).shape.numel() * int64_t(itemsize(g.type(n.outputs[k]).dtype));
   return bytes;
 }

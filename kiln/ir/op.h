@@ -77,6 +77,9 @@ struct OpDef {
   ViewFn view;           // set for ops that eager modes run as metadata views
   ViewScatterFn view_scatter;  // with `view`: empty where writes through it are unsupported
   bool side_effects = false;  // collectives: never dropped, never reordered
+  // A wait (collective_wait, transfer_wait): its one output is its first
+  // input's buffer, completed. The memory plan gives both one slot.
+  bool aliases_first_input = false;
   // Which of its outputs live in the device's offload pool (host memory),
   // not the device's: the memory plan gives them an arena of their own and
   // eager modes allocate them there (activation offload, compiler/remat.h).

@@ -92,6 +92,7 @@ const OpDef& declare_collective(OpDef def) {
     .fusion = ir::FusionClass::collective,
     .cost = [](auto, auto, const Attrs&) { return ir::Cost{}; },
     .side_effects = true,
+    .aliases_first_input = true,
 });
 
 const OpDef& kAllReduce = declare_collective({

@@ -62,6 +62,19 @@ class Backend {
   // shape (src may broadcast with zero strides). Runs on the calling thread,
   // which for a device other than the CPU is its queue's (a kernel's).
   virtual void strided_copy(const TensorRef& dst, const TensorRef& src) = 0;
+  // A copy that runs apart from the device's kernels (CUDA: on a copy
+  // stream, overlapping them): it starts after the work the calling queue
+  // thread issued so far and may still be running when this returns;
+  // finish_transfer(dst.data) makes the work issued after it wait for it.
+  // Every start is finished exactly once (kiln/runtime/transfer.h keeps
+  // the books). The default copies at once and has nothing to finish.
+  virtual void start_transfer(const TensorRef& dst, const TensorRef& src) { strided_copy(dst, src); }
+  virtual void finish_transfer(const void* /*dst*/) {}
+  // Whether transfers run apart from the kernels. A kernel that computes
+  // on the offload pool's memory then stages it through device buffers
+  // moved by transfers (the scan over layers); otherwise kernels read and
+  // write it in place.
+  virtual bool transfers_apart() const { return false; }
   // The first NaN or Inf of a floating tensor. Runs on the device's queue.
   virtual NonFinite find_non_finite(const TensorRef& t) = 0;
   // Records the device work `work` issues, called on the device's queue

@@ -92,6 +92,9 @@ class EagerContext final : public Context {
     for (size_t k = 0; k < out_types.size(); ++k)
       outs.push_back(new_tensor(out_types[k], device,
                                 ir::output_offloaded(op, attrs, k) ? Pool::offload : Pool::device));
+    // A wait's result is its first input's buffer, as in a program.
+    if (op.aliases_first_input && args[0].is_contiguous() && args[0].type() == out_types[0])
+      outs[0] = Tensor(std::make_shared<TensorImpl>(args[0].impl()));
 
     std::string label = describe(op);
     auto task = [kernel, &op, attrs, device, ins = refs(args), out_refs = refs(outs),

@@ -8,6 +8,7 @@
 #include "kiln/runtime/executable_impl.h"
 #include "kiln/runtime/kernel_launch.h"
 #include "kiln/runtime/recording.h"
+#include "kiln/runtime/transfer.h"
 
 namespace kiln {
 
@@ -15,6 +16,7 @@ namespace kiln {
 void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs, Device device,
                 const std::string& program) {
   profile::Span span("program", program);
+  TransferScope transfers;
   std::vector<TensorRef> in, out;
   for (const Step& s : impl.steps) {
     in.clear();
@@ -33,6 +35,7 @@ void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs
       fail("in a compiled program, ", s.text, ": ", e.what());
     }
   }
+  transfers.finish();
 }
 
 Executable::Executable(ir::Graph g, Device device,
@@ -61,10 +64,12 @@ Executable::Executable(ir::Graph g, Device device,
   }
   for (size_t v = 0; v < values.size(); ++v) {
     Slot& s = impl_->slots[v];
-    if (s.kind != Slot::arena) continue;
+    if (s.kind != Slot::arena || plan.written_in[v] >= 0) continue;
     s.where = plan.offset_of(ir::ValueId(v));
     if (plan.offloaded[v]) s.kind = Slot::offload_arena;
   }
+  for (size_t v = 0; v < values.size(); ++v)
+    if (plan.written_in[v] >= 0) impl_->slots[v] = impl_->slots[size_t(plan.written_in[v])];
 
   for (const ir::Node& n : graph_.nodes()) {
     const Kernel* k = find_kernel(device.kind, n.op->name);

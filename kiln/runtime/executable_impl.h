@@ -48,7 +48,8 @@ struct Executable::Impl {
   std::vector<int> donated_input;        // per graph output: the input whose buffer it takes, or -1
 };
 
-// Every kernel launch of the program, in order, over the resolved buffers.
+// Every kernel launch of the program, in order, over the resolved buffers;
+// the transfers it started end with it (kiln/runtime/transfer.h).
 void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs, Device device,
                 const std::string& program);
 

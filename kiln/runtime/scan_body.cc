@@ -9,6 +9,7 @@
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/program_cache.h"
+#include "kiln/runtime/transfer.h"
 
 namespace kiln {
 namespace {
@@ -60,8 +61,28 @@ TensorRef slice_of(const TensorRef& stacked, int64_t i) {
           contiguous_strides(shape)};
 }
 
+// Two device buffers of one slice of a stacked tensor: iterations take
+// turns with them, so one is moved to or from the offload pool while the
+// other is computed with.
+struct DoubleBuffer {
+  std::unique_ptr<Storage> storage[2];
+  TensorRef side[2];
+  DoubleBuffer(Device device, const TensorRef& stacked) {
+    const TensorRef slice = slice_of(stacked, 0);
+    for (int s = 0; s < 2; ++s) {
+      storage[s] = std::make_unique<Storage>(device, std::max<size_t>(bytes_of(slice), 1));
+      side[s] = {storage[s]->data, slice.dtype, slice.shape, slice.strides};
+    }
+  }
+};
+
 // Runs on the device's queue thread, the body's steps inline; buffers and
 // copies go through the device's backend, so one kernel serves every device.
+// Where transfers run apart from the kernels (CUDA), stacked tensors in
+// the offload pool move one iteration apart from the compute
+// (kiln/runtime/transfer.h): an input's next slice is copied in while the
+// body runs on this one, an output's slice is copied out while the body
+// runs on the next.
 void scan_kernel(const KernelArgs& a) {
   const std::string& text = a.attrs.s("body");
   std::shared_ptr<const Executable> program = body_program(text, a.device);
@@ -69,6 +90,7 @@ void scan_kernel(const KernelArgs& a) {
   const size_t carries = size_t(a.attrs.i("carries")), stacked = size_t(a.attrs.i("stacked"));
   const int64_t length = a.attrs.i("length");
   const bool reverse = a.attrs.b("reverse");
+  auto index_at = [&](int64_t step) { return reverse ? length - 1 - step : step; };
 
   // Two buffers per carry: the iteration reads one and writes the other.
   std::vector<std::unique_ptr<Storage>> buffers;
@@ -81,16 +103,45 @@ void scan_kernel(const KernelArgs& a) {
     }
     be.strided_copy(current[i], in);
   }
+  // By input or output position: the stacked tensors in the offload pool,
+  // where transfers run apart (else the body reads and writes them there).
+  std::vector<std::pair<size_t, DoubleBuffer>> reloaded, offloaded;
+  if (be.transfers_apart()) {
+    for (int64_t k : a.attrs.ints("offloaded_stacked"))
+      reloaded.emplace_back(carries + size_t(k), DoubleBuffer(a.device, a.in[carries + size_t(k)]));
+    if (const int64_t from = a.attrs.i("offload_from"); from >= 0)
+      for (size_t k = size_t(from); k < a.out.size(); ++k)
+        offloaded.emplace_back(k, DoubleBuffer(a.device, a.out[k]));
+  }
+  auto reload = [&](int64_t step) {
+    for (auto& [k, b] : reloaded) start_transfer(a.device, b.side[step % 2], slice_of(a.in[k], index_at(step)));
+  };
+  if (length > 0) reload(0);
+
   std::vector<TensorRef> ins(a.in.size()), outs(a.out.size());
   for (size_t k = carries + stacked; k < a.in.size(); ++k) ins[k] = a.in[k];
   for (int64_t step = 0; step < length; ++step) {
-    const int64_t i = reverse ? length - 1 - step : step;
+    const int64_t i = index_at(step);
     for (size_t k = 0; k < carries; ++k) ins[k] = current[k], outs[k] = next[k];
     for (size_t k = 0; k < stacked; ++k) ins[carries + k] = slice_of(a.in[carries + k], i);
     for (size_t k = carries; k < a.out.size(); ++k) outs[k] = slice_of(a.out[k], i);
+    for (auto& [k, b] : reloaded) {
+      finish_transfer(b.side[step % 2].data);
+      ins[k] = b.side[step % 2];
+    }
+    if (step + 1 < length) reload(step + 1);
+    for (auto& [k, b] : offloaded) {
+      if (step >= 2) finish_transfer(slice_of(a.out[k], index_at(step - 2)).data);
+      outs[k] = b.side[step % 2];
+    }
     program->run_inline(ins, outs);
+    for (auto& [k, b] : offloaded) start_transfer(a.device, slice_of(a.out[k], i), b.side[step % 2]);
     std::swap(current, next);
   }
+  // The buffers go when this returns: the copies out end first.
+  for (auto& [k, b] : offloaded)
+    for (int64_t step = std::max<int64_t>(length - 2, 0); step < length; ++step)
+      finish_transfer(slice_of(a.out[k], index_at(step)).data);
   for (size_t k = 0; k < carries; ++k) be.strided_copy(a.out[k], current[k]);
 }
 

@@ -13,6 +13,7 @@ COMPILER_ONLY = {
     "fused": "a fusion group the compiler forms from other ops",
     "scan": "control flow: kiln's scan over layers builds it (kiln/autograd/scan.h)",
     "collective_wait": "completes a *_start, which the collective scheduler emits",
+    "transfer_wait": "completes an offload_start or reload_start, which activation offload emits",
 }
 
 

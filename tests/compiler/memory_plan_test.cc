@@ -27,6 +27,11 @@ void check_plan(const ir::Graph& g, const MemoryPlan& plan) {
     for (ir::ValueId v : nodes[i].inputs) last[v] = std::max(last[v], i);
   }
   for (ir::ValueId v : g.outputs()) last[v] = n;
+  // A wait's result shares its first input's slot.
+  std::vector<ir::ValueId> root(g.values().size());
+  for (size_t v = 0; v < root.size(); ++v) root[v] = ir::ValueId(v);
+  for (const ir::Node& node : nodes)
+    if (node.op->aliases_first_input) root[node.outputs[0]] = root[node.inputs[0]];
   std::vector<ir::ValueId> arena;
   for (size_t v = 0; v < g.values().size(); ++v) {
     if (!plan.in_arena(ir::ValueId(v))) continue;
@@ -39,7 +44,7 @@ void check_plan(const ir::Graph& g, const MemoryPlan& plan) {
   for (ir::ValueId a : arena)
     for (ir::ValueId b : arena) {
       if (a >= b || plan.bytes[a] == 0 || plan.bytes[b] == 0) continue;
-      if (plan.offloaded[a] != plan.offloaded[b]) continue;
+      if (plan.offloaded[a] != plan.offloaded[b] || root[a] == root[b]) continue;
       bool live_together = def[a] <= last[b] && def[b] <= last[a];
       bool overlap = plan.offsets[a] < plan.offsets[b] + plan.bytes[b] &&
                      plan.offsets[b] < plan.offsets[a] + plan.bytes[a];
@@ -79,6 +84,34 @@ TEST(MemoryPlan, OffloadedValuesHaveAnArenaOfTheirOwn) {
   // %1 dies at its offload, so %3 and %4 reuse its space: two buffers at a time.
   EXPECT_EQ(plan.peak_bytes, 3 * 4096);
   EXPECT_EQ(plan.naive_bytes, 5 * 4096);
+}
+
+// A transfer's wait yields the transfer's destination in the same slot,
+// and keeps the source (its second input) live until it.
+TEST(MemoryPlan, ATransferWaitSharesItsTransfersSlot) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[1024]) {
+      %1: f32[1024] = exp(%0)
+      %2: f32[1024] = offload_start(%1)
+      %3: f32[1024] = neg(%0)
+      %4: f32[1024] = transfer_wait(%2, %1) {offloaded=true}
+      %5: f32[1024] = exp(%3)
+      %6: f32[1024] = reload_start(%4)
+      %7: f32[1024] = transfer_wait(%6, %4)
+      %8: f32[1024] = add(%5, %7)
+      return %8
+    }
+  )");
+  MemoryPlan plan = plan_memory(g, {});
+  check_plan(g, plan);
+  EXPECT_TRUE(plan.offloaded[2] && plan.offloaded[4]);
+  EXPECT_EQ(plan.offsets[4], plan.offsets[2]);
+  EXPECT_FALSE(plan.offloaded[6] || plan.offloaded[7]);
+  EXPECT_EQ(plan.offsets[7], plan.offsets[6]);
+  EXPECT_EQ(plan.offload_peak_bytes, 4096);
+  EXPECT_NE(plan.offsets[3], plan.offsets[1]) << "%1 is live until its wait";
+  // %5 reuses %1's space; then %5, the reloaded value and the sum.
+  EXPECT_EQ(plan.peak_bytes, 3 * 4096);
 }
 
 TEST(MemoryPlan, OffsetsAreAligned) {

@@ -11,6 +11,7 @@
 
 #include "kiln/autograd/grad.h"
 #include "kiln/autograd/scan.h"
+#include "kiln/backend/cpu/late_transfers.h"
 #include "kiln/compiler/memory_plan.h"
 #include "kiln/compiler/offload.h"
 #include "kiln/compiler/pipeline.h"
@@ -182,34 +183,87 @@ TEST(Remat, LowersPeakMemory) {
 // Offload moves exactly what none keeps: every value a backward region
 // read from a forward region goes out once, after its last forward use,
 // and comes back at the start of the backward of the layer after its own
-// (one block early), or of its own for the last layer.
+// (one block early), or of its own for the last layer. Each move is a
+// transfer waited for later in its own region run: an offload by the end
+// of the forward run, a reload by the end of its run or its first reader.
 TEST(Offload, MovesWhatNoneKeeps) {
   ir::Graph none = traced(RematPolicy::none), off = traced(RematPolicy::offload);
   ir::verify(off);
   EXPECT_EQ(compiler::offloaded_activation_bytes(off), compiler::kept_activation_bytes(none).value());
   EXPECT_EQ(compiler::kept_activation_bytes(off).value(), 0);
-  EXPECT_EQ(count_op(off, "offload"), count_op(off, "reload"));
+  EXPECT_GT(count_op(off, "offload_start"), 0);
+  EXPECT_EQ(count_op(off, "offload_start"), count_op(off, "reload_start"));
+  EXPECT_EQ(count_op(off, "transfer_wait"), 2 * count_op(off, "reload_start"));
   const auto& nodes = off.nodes();
   auto region_of = [&](size_t i) { return nodes[i].region < 0 ? std::string() : off.region_name(nodes[i].region); };
-  std::vector<int32_t> first_reader(off.values().size(), -1);
+  auto made_by = [&](ir::ValueId v) { return size_t(off.values()[size_t(v)].node); };
+  std::vector<std::vector<size_t>> readers(off.values().size());
   for (size_t i = 0; i < nodes.size(); ++i)
-    for (ir::ValueId v : nodes[i].inputs)
-      if (first_reader[size_t(v)] < 0) first_reader[size_t(v)] = int32_t(i);
+    for (ir::ValueId v : nodes[i].inputs) readers[size_t(v)].push_back(i);
+  auto transfer = [&](size_t i) { return nodes[i].op->name.find("_start") != std::string::npos ||
+                                         nodes[i].op->name == "transfer_wait"; };
+  // Node i is the last of its region run but for transfers.
+  auto ends_run = [&](size_t i) {
+    size_t j = i + 1;
+    while (j < nodes.size() && transfer(j) && region_of(j) == region_of(i)) ++j;
+    return j == nodes.size() || region_of(j) != region_of(i);
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].op->name != "reload") continue;
-    // The offload it reads was issued in the forward, in a forward region.
-    const ir::Node& out = nodes[size_t(off.values()[size_t(nodes[i].inputs[0])].node)];
-    ASSERT_EQ(out.op->name, "offload");
-    EXPECT_FALSE(ir::is_backward_region(off.region_name(out.region))) << off.region_name(out.region);
+    if (nodes[i].op->name != "reload_start") continue;
+    // It reads the offload's wait, which ends the offload's region run and
+    // keeps the device copy live until then.
+    const size_t offloaded = made_by(nodes[i].inputs[0]);
+    ASSERT_EQ(nodes[offloaded].op->name, "transfer_wait");
+    EXPECT_TRUE(nodes[offloaded].attrs.b("offloaded"));
+    const size_t started = made_by(nodes[offloaded].inputs[0]);
+    ASSERT_EQ(nodes[started].op->name, "offload_start");
+    EXPECT_EQ(nodes[offloaded].inputs[1], nodes[started].inputs[0]);
+    EXPECT_FALSE(ir::is_backward_region(region_of(started))) << region_of(started);
+    EXPECT_EQ(region_of(offloaded), region_of(started));
+    EXPECT_TRUE(ends_run(offloaded)) << "an offload is waited for at the end of its run";
+    for (size_t j : readers[size_t(nodes[started].inputs[0])])
+      EXPECT_TRUE(j <= started || j == offloaded) << "the offload follows the last forward use";
+    // Its only reader is its wait, in its run: at the run's end or just
+    // before the value's first reader.
+    ASSERT_EQ(readers[size_t(nodes[i].outputs[0])].size(), 1u);
+    const size_t reloaded = readers[size_t(nodes[i].outputs[0])][0];
+    ASSERT_EQ(nodes[reloaded].op->name, "transfer_wait");
+    EXPECT_FALSE(nodes[reloaded].attrs.b("offloaded"));
+    EXPECT_EQ(nodes[reloaded].inputs[1], nodes[i].inputs[0]) << "the host copy stays live";
+    EXPECT_EQ(region_of(reloaded), region_of(i));
+    const std::vector<size_t>& uses = readers[size_t(nodes[reloaded].outputs[0])];
+    ASSERT_FALSE(uses.empty());
+    EXPECT_TRUE(ends_run(reloaded) || uses[0] == reloaded + 1) << "node " << reloaded;
     // The backward of layer k reads it first; it comes back at the start of
     // layer k+1's backward (layer k's own for the last layer).
-    const std::string reader = region_of(size_t(first_reader[size_t(nodes[i].outputs[0])]));
+    const std::string reader = region_of(uses[0]);
     ASSERT_TRUE(ir::is_backward_region(reader)) << reader;
     const int k = std::stoi(reader.substr(reader.find('.') + 1));
     EXPECT_EQ(region_of(i), ir::backward_region("layers." + std::to_string(std::min(k + 1, kLayers - 1))));
-    EXPECT_TRUE(i == 0 || region_of(i - 1) != region_of(i) || nodes[i - 1].op->name == "reload")
+    EXPECT_TRUE(i == 0 || region_of(i - 1) != region_of(i) || transfer(i - 1))
         << "a reload starts its region's run";
   }
+}
+
+// Transfers that complete as late as their waits allow (a copy stream far
+// slower than the compute) give the same bits: nothing reads a move's
+// destination before its wait, nor changes its source before then.
+TEST(Offload, SameBitsWhenTransfersEndAtTheirWaits) {
+  auto args = stack_args(24, 32);  // not another test's: the pools keep old values
+  ValueAndGrad none = run(RematPolicy::none, args);
+  cpu::set_late_transfers(true);
+  expect_same(none, run(RematPolicy::offload, args), "offload, eager");
+  CompiledFunction f = compile([](const std::vector<Tensor>& a) {
+    ValueAndGrad r = run(RematPolicy::offload, a);
+    std::vector<Tensor> out{r.values[0]};
+    out.insert(out.end(), r.grads.begin(), r.grads.end());
+    return out;
+  });
+  std::vector<Tensor> got = f(args);
+  cpu::set_late_transfers(false);
+  EXPECT_EQ(got[0].item<float>(), none.values[0].item<float>());
+  for (size_t i = 0; i < none.grads.size(); ++i)
+    EXPECT_EQ(got[i + 1].to_vector<float>(), none.grads[i].to_vector<float>()) << "grad " << i;
 }
 
 // Attention is differentiated through its composite, whose backward first
@@ -279,6 +333,27 @@ TEST(Offload, UnderScanTheSavedCarriesAreOffloaded) {
   EXPECT_EQ(got[0].item<float>(), none.values[0].item<float>());
   EXPECT_EQ(got[2].to_vector<float>(), none.grads[1].to_vector<float>());
   EXPECT_EQ(compiled.last_executable().stats().offload_bytes, 5 * 4 * 8 * 4);
+  // The backward's scan reads the carries from the offload pool, one
+  // iteration ahead; with transfers ending at their waits, the same bits.
+  int reading = 0;
+  for (const ir::Node& n : off.nodes())
+    if (n.op->name == "scan" && !n.attrs.ints("offloaded_stacked").empty()) {
+      EXPECT_EQ(n.attrs.ints("offloaded_stacked"), ir::IntList{0});
+      ++reading;
+    }
+  EXPECT_EQ(reading, 1);
+  // New inputs: the offload pool's blocks still hold the last run's values.
+  const std::vector<Tensor> other{random_tensor({4, 8}, DType::f32, 3),
+                                  random_tensor({5, 8, 8}, DType::f32, 4) * 0.3};
+  const ValueAndGrad want = value_and_grad(scan_loss)(other);
+  cpu::set_late_transfers(true);
+  GradOptions late;
+  late.remat = RematPolicy::offload;
+  offloaded = value_and_grad(scan_loss, late)(other);
+  got = compiled(other);
+  cpu::set_late_transfers(false);
+  expect_same(want, offloaded, "scan, offload, late transfers");
+  EXPECT_EQ(got[2].to_vector<float>(), want.grads[1].to_vector<float>());
 }
 
 TEST(Offload, MemoryPlanKeepsOffloadedValuesInTheirOwnArena) {

@@ -755,6 +755,9 @@ EXCLUDED = {
     "optimization_barrier": "the identity: tests/compiler/remat_test checks it and its gradient",
     "offload": "the identity into host memory: tests/compiler/remat_test checks it, its gradient and its pool",
     "reload": "the identity back to the device: tests/compiler/remat_test checks it and its gradient",
+    "offload_start": "offload as a transfer: only activation offload emits it (tests/compiler/remat_test)",
+    "reload_start": "reload as a transfer: only activation offload emits it (tests/compiler/remat_test)",
+    "transfer_wait": "completes a transfer: only activation offload emits it (tests/compiler/remat_test)",
     "fused": "made by the compiler, not users: tests/compiler checks it against the ops it fuses",
 }
 

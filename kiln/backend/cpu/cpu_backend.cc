@@ -6,15 +6,19 @@
 // on cpu:1 shows, without a GPU, that everything it computes was placed on
 // the device it asked for, since an op whose inputs are on two devices is
 // an error.
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend/cpu/cpu_features.h"
 #include "kiln/backend/cpu/isa.h"
+#include "kiln/backend/cpu/late_transfers.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/base/error.h"
@@ -37,6 +41,10 @@ class HostMemory final : public RawMemory {
 };
 
 constexpr int kMaxHostDevices = 64;
+
+std::atomic<bool> g_late_transfers{false};
+// Late transfers not finished yet, by destination: (dst, src).
+thread_local std::map<const void*, std::pair<TensorRef, TensorRef>> t_late;
 
 // KILN_CPU_DEVICES, read once; a bad value is an error at the first use of
 // a CPU device.
@@ -100,6 +108,18 @@ class CpuBackend final : public Backend {
       for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], size);
     });
   }
+  void start_transfer(const TensorRef& dst, const TensorRef& src) override {
+    if (g_late_transfers) t_late.insert_or_assign(dst.data, std::pair{dst, src});
+    else strided_copy(dst, src);
+  }
+  bool transfers_apart() const override { return g_late_transfers; }
+  void finish_transfer(const void* dst) override {
+    auto it = t_late.find(dst);
+    if (it == t_late.end()) return;
+    const auto [to, from] = it->second;
+    t_late.erase(it);
+    strided_copy(to, from);
+  }
   NonFinite find_non_finite(const TensorRef& t) override {
     NonFinite found;
     visit_dtype(t.dtype, [&](auto tag) {
@@ -151,4 +171,7 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+void set_late_transfers(bool on) { g_late_transfers = on; }
+
 }  // namespace kiln::cpu

@@ -1,7 +1,8 @@
 // The CUDA backend: each GPU is a kiln device with its own caching allocator
 // over cudaMalloc (device_memory.h), an offload pool of pinned host memory
 // (pinned_memory.h), one in-order queue whose thread issues
-// the device's work onto one CUDA stream and never waits for it, and
+// the device's work onto one CUDA stream and never waits for it (and its
+// transfers onto a copy stream beside it, copy_stream.h), and
 // host copies through pinned staging buffers (staging.h). A device's state
 // is made on its first use, so a process that never touches a GPU starts
 // no CUDA context. Registered even where there is no GPU: it then has no
@@ -14,6 +15,7 @@
 
 #include "kiln/backend/cuda/async_error.h"
 #include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/copy_stream.h"
 #include "kiln/backend/cuda/cublaslt.h"
 #include "kiln/backend/cuda/cuda_graph.h"
 #include "kiln/backend/cuda/device_memory.h"
@@ -68,6 +70,11 @@ class CudaBackend final : public Backend {
   void strided_copy(const TensorRef& dst, const TensorRef& src) override {
     cuda::strided_copy(dst, src);
   }
+  void start_transfer(const TensorRef& dst, const TensorRef& src) override {
+    cuda::start_transfer(dst, src);
+  }
+  void finish_transfer(const void* dst) override { cuda::finish_transfer(dst); }
+  bool transfers_apart() const override { return true; }
   NonFinite find_non_finite(const TensorRef& t) override { return cuda::find_non_finite(t); }
   std::unique_ptr<RecordedWork> record(int, std::function<void()> work) override {
     return capture_graph(work);
@@ -90,20 +97,23 @@ class CudaBackend final : public Backend {
   // the GPU raised (a fault in a kernel, or a bad index an indexing kernel
   // recorded, is only seen there).
   static std::unique_ptr<DeviceState> start(int index) {
-    cudaStream_t stream = nullptr;
+    cudaStream_t stream = nullptr, copies = nullptr;
     {
       DeviceGuard on(index);
       KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
     }
     auto s = std::make_unique<DeviceState>(index, stream);
-    s->queue.set_sync_hook([index, stream] {
+    s->queue.set_sync_hook([index, stream, copies] {
       KILN_CUDA_CHECK(cudaStreamSynchronize(stream));
+      KILN_CUDA_CHECK(cudaStreamSynchronize(copies));
       // An out-of-range index an indexing kernel met (and skipped).
       if (std::string fault = take_index_fault(index); !fault.empty()) fail(fault);
       // A collective the stream waited for without the host, failed since.
       if (std::string error = take_async_error(index); !error.empty()) fail(error);
     });
-    s->queue.enqueue([index, stream] { bind_thread(index, stream); }, cat("starting cuda:", index));
+    s->queue.enqueue([index, stream, copies] { bind_thread(index, stream, copies); },
+                     cat("starting cuda:", index));
     s->queue.synchronize();
     return s;
   }

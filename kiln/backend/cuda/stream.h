@@ -11,9 +11,12 @@ namespace kiln::cuda {
 // (bind_thread). Calling them on another thread is a kiln::Error.
 cudaStream_t current_stream();
 int current_device();
+// The device's copy stream, beside its stream: transfers (copy_stream.h).
+cudaStream_t copy_stream();
 
-// Makes `device` current on the calling thread and `stream` its stream.
-void bind_thread(int device, cudaStream_t stream);
+// Makes `device` current on the calling thread, `stream` its stream and
+// `copies` its copy stream.
+void bind_thread(int device, cudaStream_t stream, cudaStream_t copies);
 // Whether the calling thread is bound to `device` (is its queue thread).
 bool bound_to(int device);
 

@@ -19,8 +19,8 @@ __global__ void copy_kernel(W* dst, Layout d, const W* src, Layout s, long long 
 }
 
 template <class W>
-void launch(const TensorRef& dst, const TensorRef& src, long long n) {
-  copy_kernel<W><<<grid_for(n), kBlock, 0, current_stream()>>>(
+void launch(const TensorRef& dst, const TensorRef& src, long long n, cudaStream_t stream) {
+  copy_kernel<W><<<grid_for(n), kBlock, 0, stream>>>(
       dst.ptr<W>(), layout_of(dst), src.ptr<const W>(), layout_of(src), n);
   KILN_CUDA_CHECK_LAUNCH();
 }
@@ -28,16 +28,20 @@ void launch(const TensorRef& dst, const TensorRef& src, long long n) {
 }  // namespace
 
 void strided_copy(const TensorRef& dst, const TensorRef& src) {
+  strided_copy(dst, src, current_stream());
+}
+
+void strided_copy(const TensorRef& dst, const TensorRef& src, cudaStream_t stream) {
   KILN_CHECK(dst.dtype == src.dtype && dst.shape == src.shape, "CUDA strided copy: ",
              dtype_name(dst.dtype), to_string(dst.shape), " from ", dtype_name(src.dtype),
              to_string(src.shape), "; the dtypes and shapes must match");
   const long long n = dst.numel();
   if (n == 0) return;
   switch (itemsize(dst.dtype)) {
-    case 1: return launch<uint8_t>(dst, src, n);
-    case 2: return launch<uint16_t>(dst, src, n);
-    case 4: return launch<uint32_t>(dst, src, n);
-    case 8: return launch<uint64_t>(dst, src, n);
+    case 1: return launch<uint8_t>(dst, src, n, stream);
+    case 2: return launch<uint16_t>(dst, src, n, stream);
+    case 4: return launch<uint32_t>(dst, src, n, stream);
+    case 8: return launch<uint64_t>(dst, src, n, stream);
   }
   fail("CUDA strided copy: no copy for ", dtype_name(dst.dtype));
 }
