@@ -40,12 +40,7 @@ void start_transfer(const TensorRef& dst, const TensorRef& src) {
   if (!t.fork) t.fork = new_event();
   KILN_CUDA_CHECK(cudaEventRecord(t.fork, compute));
   KILN_CUDA_CHECK(cudaStreamWaitEvent(copies, t.fork, 0));
-  if (dst.contiguous() && src.contiguous() && src.shape == dst.shape && src.dtype == dst.dtype) {
-    const size_t bytes = size_t(dst.numel()) * itemsize(dst.dtype);
-    KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDefault, copies));
-  } else {
-    strided_copy(dst, src, copies);
-  }
+  copy_on_stream(dst, src, copies);
   cudaEvent_t done = nullptr;
   if (t.spare.empty()) {
     done = new_event();

@@ -46,4 +46,11 @@ void strided_copy(const TensorRef& dst, const TensorRef& src, cudaStream_t strea
   fail("CUDA strided copy: no copy for ", dtype_name(dst.dtype));
 }
 
+void copy_on_stream(const TensorRef& dst, const TensorRef& src, cudaStream_t stream) {
+  if (!dst.contiguous() || !src.contiguous() || dst.dtype != src.dtype || dst.shape != src.shape)
+    return strided_copy(dst, src, stream);
+  if (const size_t bytes = size_t(dst.numel()) * itemsize(dst.dtype))
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDefault, stream));
+}
+
 }  // namespace kiln::cuda

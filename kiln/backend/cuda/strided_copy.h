@@ -11,5 +11,8 @@ namespace kiln::cuda {
 void strided_copy(const TensorRef& dst, const TensorRef& src);
 // The same on `stream` (a transfer on the copy stream).
 void strided_copy(const TensorRef& dst, const TensorRef& src, cudaStream_t stream);
+// The same, dense buffers as one cudaMemcpyAsync (between device memory and
+// pinned host memory, the copy engine's work, overlapping kernels).
+void copy_on_stream(const TensorRef& dst, const TensorRef& src, cudaStream_t stream);
 
 }  // namespace kiln::cuda

@@ -3,7 +3,6 @@
 // offload and reload between device memory and the pinned offload pool.
 #include <cuda_runtime.h>
 
-#include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/stream.h"
 #include "kiln/backend/cuda/strided_copy.h"
 #include "kiln/ir/op.h"
@@ -41,13 +40,7 @@ void slice_scatter_kernel(const KernelArgs& a) {
 // device's stream (the pinned side lets it overlap the kernels around it
 // on the copy engine); a strided input is gathered by the copy kernel,
 // which reads mapped host memory in place.
-void transfer_kernel(const KernelArgs& a) {
-  const TensorRef &in = a.in[0], &out = a.out[0];
-  if (!in.contiguous()) return strided_copy(out, in);
-  const size_t bytes = size_t(in.numel()) * itemsize(in.dtype);
-  if (bytes)
-    KILN_CUDA_CHECK(cudaMemcpyAsync(out.data, in.data, bytes, cudaMemcpyDefault, current_stream()));
-}
+void transfer_kernel(const KernelArgs& a) { copy_on_stream(a.out[0], a.in[0], current_stream()); }
 
 const KernelRegistrar registrations[] = {
     {DeviceKind::cuda, "offload", {transfer_kernel, true}},
