@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -67,22 +68,17 @@ TensorRef chunk_major(const TensorRef& t, int dim, int64_t n) {
   return {t.data, t.dtype, Shape{n, outer, chunk}, Strides{chunk, n * chunk, 1}};
 }
 
-CachingAllocator& allocator(Device d) { return find_backend(d.kind)->allocator(d.index); }
-
 // A dense buffer on `device` for a chunk-major view that is not dense itself.
+// A Storage, so that inside a recorded program it comes from the program's
+// private memory, which a replayed CUDA graph may go on writing.
 struct Packed {
-  Device device;
-  size_t bytes;
+  std::optional<Storage> storage;  // none when empty
   TensorRef ref;
   Packed(const TensorRef& view, Device d)
-      : device(d), bytes(size_t(view.numel()) * itemsize(view.dtype)),
-        ref{bytes ? allocator(d).allocate(bytes) : nullptr, view.dtype, view.shape,
-            contiguous_strides(view.shape)} {}
-  ~Packed() {
-    if (ref.data) allocator(device).free(ref.data, bytes);
+      : ref{nullptr, view.dtype, view.shape, contiguous_strides(view.shape)} {
+    const size_t bytes = size_t(view.numel()) * itemsize(view.dtype);
+    if (bytes) ref.data = storage.emplace(d, bytes).data;
   }
-  Packed(const Packed&) = delete;
-  Packed& operator=(const Packed&) = delete;
 };
 
 void copy(Device d, const TensorRef& dst, const TensorRef& src) {

@@ -34,10 +34,19 @@ void WorkState::set_device_wait(std::function<bool()> enqueue_wait,
 bool WorkState::wait_on_device() {
   std::lock_guard lock(mu_);
   if (!enqueue_wait_ || error_) return false;  // a failure is raised by wait()
-  if (done_) return true;
+  if (done_ && !captured_) return true;
   if (!enqueue_wait_()) return false;
   device_waited_ = true;
   return true;
+}
+
+void WorkState::finish_captured() {
+  {
+    std::lock_guard lock(mu_);
+    captured_ = true;
+    done_ = true;
+  }
+  cv_.notify_all();
 }
 
 bool WorkState::done() const {

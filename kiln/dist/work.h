@@ -28,6 +28,11 @@ class WorkState {
                        std::function<void(const std::string&)> report);
   // Work::wait_on_device.
   bool wait_on_device();
+  // For work a CUDA graph being captured holds: nothing runs until the
+  // graph is replayed, so the host has nothing to wait for (wait() returns),
+  // but wait_on_device still orders the device's later work after it (in
+  // the graph). Call after set_device_wait.
+  void finish_captured();
 
  private:
   mutable std::mutex mu_;
@@ -37,6 +42,7 @@ class WorkState {
   std::function<bool()> enqueue_wait_;
   std::function<void(const std::string&)> report_;
   bool device_waited_ = false;
+  bool captured_ = false;
 };
 
 class Work {

@@ -181,7 +181,7 @@ struct CompileSection {
   // The compiled programs (per-block or the graph trainer's) are recorded
   // once per set of buffers and replayed: on CUDA each is one CUDA graph
   // launch, no host work between its kernels (kiln/runtime/executable.h).
-  // A program that cannot be recorded (collectives on CUDA) runs launch by
+  // A program that cannot be recorded (all_to_all_v on CUDA) runs launch by
   // launch, and the trainer says why.
   bool replay = false;
 };

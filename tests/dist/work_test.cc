@@ -2,7 +2,8 @@
 // the group set it up and the operation has not failed, and a failure after
 // it goes to the group's report (raised at the device's next
 // synchronisation); the completion waits for an enqueue under way, as the
-// backend frees what the enqueue uses once it has completed the work.
+// backend frees what the enqueue uses once it has completed the work; work a
+// CUDA graph captured is done for the host yet still ordered on the device.
 #include "kiln/dist/work.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +68,16 @@ TEST(Work, DoneWorkNeedsNoDeviceWait) {
   s->finish();
   EXPECT_TRUE(Work(s).wait_on_device());
   EXPECT_EQ(d.enqueued, 0);
+}
+
+TEST(Work, CapturedWorkIsDoneForTheHostAndStillWaitedOnTheDevice) {
+  DeviceWait d;
+  auto s = d.work();
+  s->finish_captured();
+  EXPECT_TRUE(Work(s).done());
+  Work(s).wait();  // returns: a failed capture's drain never hangs
+  EXPECT_TRUE(Work(s).wait_on_device());
+  EXPECT_EQ(d.enqueued, 1) << "the graph's later work must wait for the captured collective";
 }
 
 TEST(Work, CompletionWaitsForAnEnqueueUnderWay) {

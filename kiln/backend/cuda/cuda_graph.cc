@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/stream.h"
@@ -27,17 +28,31 @@ DeviceCapture& capture_of(int device) {
   return (*captures)[size_t(device)];
 }
 
+using Watchers = std::vector<ReplayWatch>;
+
+// The watchers of the graph this thread is capturing; null when none is.
+Watchers*& capturing_watchers() {
+  thread_local Watchers* w = nullptr;
+  return w;
+}
+
 class CudaGraph final : public RecordedWork {
  public:
-  explicit CudaGraph(cudaGraphExec_t exec) : exec_(exec) {}
+  CudaGraph(cudaGraphExec_t exec, Watchers watchers)
+      : exec_(exec), watchers_(std::move(watchers)) {}
   // A graph still running is freed when it completes.
   ~CudaGraph() override { (void)cudaGraphExecDestroy(exec_); }
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
-  void replay() override { KILN_CUDA_CHECK(cudaGraphLaunch(exec_, current_stream())); }
+  void replay() override {
+    for (const ReplayWatch& w : watchers_) w.before_launch();
+    KILN_CUDA_CHECK(cudaGraphLaunch(exec_, current_stream()));
+    for (const ReplayWatch& w : watchers_) w.after_launch();
+  }
 
  private:
   cudaGraphExec_t exec_;
+  Watchers watchers_;
 };
 
 // Ends the capture on `s`, however it went: the graph, or null with `err`.
@@ -59,9 +74,14 @@ std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work) {
   DeviceCapture& capture = capture_of(current_device());
   std::lock_guard lock(capture.mu);
   capture.capturer = std::this_thread::get_id();
+  Watchers watchers;
+  capturing_watchers() = &watchers;
   struct Clear {
     DeviceCapture& c;
-    ~Clear() { c.capturer = std::thread::id(); }
+    ~Clear() {
+      c.capturer = std::thread::id();
+      capturing_watchers() = nullptr;
+    }
   } clear{capture};
   KILN_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   cudaError_t err = cudaSuccess;
@@ -83,13 +103,19 @@ std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work) {
     (void)cudaGetLastError();
     fail("instantiating its CUDA graph failed: ", cudaGetErrorString(err));
   }
-  return std::make_unique<CudaGraph>(exec);
+  return std::make_unique<CudaGraph>(exec, std::move(watchers));
+}
+
+void watch_replays(ReplayWatch watch) {
+  Watchers* w = capturing_watchers();
+  KILN_CHECK(w, "watch_replays: this thread is not capturing a CUDA graph");
+  w->push_back(std::move(watch));
 }
 
 std::string uncapturable(const ir::OpDef& op) {
-  if (op.fusion == ir::FusionClass::collective)
-    return "a collective completes through the process group's CUDA events, which the host "
-           "waits on; its program runs launch by launch";
+  if (op.name == "all_to_all_v")
+    return "all_to_all_v reads its row counts on the host before it moves the rows; its "
+           "program runs launch by launch";
   return "";
 }
 

@@ -21,6 +21,16 @@ std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work);
 // Why a program running `op` cannot be captured; "" when it can.
 std::string uncapturable(const ir::OpDef& op);
 
+// For work a graph being captured on the calling thread holds that its
+// owner must watch at each replay (NCCL's collectives, whose group times
+// them out). Both run on the replaying thread. Outside a capture,
+// watch_replays is a kiln::Error.
+struct ReplayWatch {
+  std::function<void()> before_launch;  // may throw: the graph is then not launched
+  std::function<void()> after_launch;
+};
+void watch_replays(ReplayWatch watch);
+
 // Held by a thread that puts work on a device's stream from outside its
 // queue thread (a host upload) or synchronises the device (cudaFree): such
 // work would land in a graph being captured there, or break the capture,

@@ -8,12 +8,14 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "kiln/backend/cuda/async_error.h"
 #include "kiln/backend/cuda/check.h"
+#include "kiln/backend/cuda/cuda_graph.h"
 #include "kiln/backend/cuda/rank_reduce.h"
 #include "kiln/backend/cuda/stream.h"
 #include "kiln/backend/nccl/library.h"
@@ -83,7 +85,15 @@ struct Pending {
   std::atomic<bool> issued{false};  // done is recorded after the calls
 };
 
-class NcclProcessGroup final : public ProcessGroup {
+// The collectives one CUDA graph captured on one group: watched as one at
+// each replay.
+struct CapturedBatch {
+  int64_t count = 0;
+  std::string first;  // the first one's description
+};
+
+class NcclProcessGroup final : public ProcessGroup,
+                               public std::enable_shared_from_this<NcclProcessGroup> {
  public:
   NcclProcessGroup(std::shared_ptr<ProcessGroup> host, int device, ncclComm_t comm)
       : ProcessGroup(host->rank(), host->size(), host->name(), host->world_ranks(),
@@ -96,6 +106,8 @@ class NcclProcessGroup final : public ProcessGroup {
     int least = 0, greatest = 0;
     KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+    KILN_CUDA_CHECK(
+        cudaStreamCreateWithPriority(&capture_stream_, cudaStreamNonBlocking, greatest));
     KILN_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     poller_ = std::thread([this] { poll(); });
   }
@@ -110,6 +122,8 @@ class NcclProcessGroup final : public ProcessGroup {
     cudaSetDevice(device_);
     if (std::lock_guard lock(abort_mu_); aborted_.empty()) library().comm_destroy(comm_);
     cudaEventDestroy(ready_);
+    for (cudaEvent_t e : captured_events_) cudaEventDestroy(e);
+    cudaStreamDestroy(capture_stream_);
     cudaStreamDestroy(stream_);
   }
 
@@ -136,13 +150,9 @@ class NcclProcessGroup final : public ProcessGroup {
                describe(), ": one buffer is in device memory and the other in host memory; "
                "NCCL moves device memory only");
     std::lock_guard lock(issue_mu_);
-    {
-      std::lock_guard alock(abort_mu_);
-      KILN_CHECK(aborted_.empty(), collective_name(c.kind), " on ", describe(),
-                 ": the group's NCCL communicator was aborted after an earlier failure (",
-                 aborted_, ")");
-    }
+    check_usable(collective_name(c.kind));
     KILN_CUDA_CHECK(cudaSetDevice(device_));
+    if (unsigned long long graph = capture_id()) return start_captured(c, graph);
     auto p = std::make_shared<Pending>();
     p->deadline = Clock::now() + timeout();
     p->what = describe_call(c);
@@ -158,7 +168,7 @@ class NcclProcessGroup final : public ProcessGroup {
       KILN_CUDA_CHECK(cudaEventRecord(ready_, cuda::current_stream()));
       KILN_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
     }
-    enqueue(c);
+    enqueue(c, stream_);
     KILN_CUDA_CHECK(cudaEventRecord(p->done, stream_));
     // A wait on the queue thread orders the device's later work after the
     // collective and returns. The poller completes the state (and only
@@ -175,44 +185,128 @@ class NcclProcessGroup final : public ProcessGroup {
   }
 
  private:
+  // Raises where the communicator was aborted: `what` cannot run on it.
+  void check_usable(const std::string& what) {
+    std::lock_guard lock(abort_mu_);
+    KILN_CHECK(aborted_.empty(), what, " on ", describe(),
+               ": the group's NCCL communicator was aborted after an earlier failure (", aborted_,
+               ")");
+  }
+
+  // The id of the CUDA graph the calling thread is capturing on this
+  // group's device (it is that device's queue thread); 0 when none.
+  unsigned long long capture_id() const {
+    if (!cuda::bound_to(device_)) return 0;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    KILN_CUDA_CHECK(cudaStreamGetCaptureInfo(cuda::current_stream(), &status, &id));
+    return status == cudaStreamCaptureStatusNone ? 0 : id;
+  }
+
+  // `c` inside the CUDA graph being captured (`graph`): its calls go into
+  // the graph on the capture stream, forked from the device's stream and
+  // joined back by the wait, and run at each replay. Nothing runs now, so
+  // the host has nothing to watch; each replay is watched instead, the
+  // graph's collectives on this group as one (watch_replay).
+  Work start_captured(const Collective& c, unsigned long long graph) {
+    if (graph != batch_graph_ || !batch_) {
+      batch_graph_ = graph;
+      batch_ = std::make_shared<CapturedBatch>();
+      std::weak_ptr<NcclProcessGroup> group = weak_from_this();
+      cuda::watch_replays({[group] {
+                             if (std::shared_ptr<NcclProcessGroup> g = group.lock())
+                               g->check_usable("a replay of a CUDA graph holding its collectives");
+                           },
+                           [group, batch = batch_] {
+                             if (std::shared_ptr<NcclProcessGroup> g = group.lock())
+                               g->watch_replay(*batch);
+                           }});
+    }
+    if (batch_->count++ == 0) batch_->first = describe_call(c);
+    cudaEvent_t done = nullptr;
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    captured_events_.push_back(done);  // kept: the graph was captured through it
+    KILN_CUDA_CHECK(cudaEventRecord(ready_, cuda::current_stream()));
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(capture_stream_, ready_, 0));
+    enqueue(c, capture_stream_);
+    KILN_CUDA_CHECK(cudaEventRecord(done, capture_stream_));
+    auto state = std::make_shared<WorkState>();
+    state->set_device_wait(
+        [done] {
+          KILN_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done, 0));
+          return true;
+        },
+        [device = device_](const std::string& why) { cuda::report_async_error(device, why); });
+    state->finish_captured();
+    return Work(state);
+  }
+
+  // Watches a replay of a graph holding `b`: like one collective issued
+  // now, done when the device's stream has passed the graph. A failure or
+  // timeout aborts the communicator (so the graph's NCCL kernels return)
+  // and is raised at the device's next synchronisation.
+  void watch_replay(const CapturedBatch& b) {
+    auto p = std::make_shared<Pending>();
+    p->deadline = Clock::now() + timeout();
+    p->what = b.count == 1
+                  ? cat(b.first, " (in a replayed CUDA graph)")
+                  : cat("the ", b.count, " collectives of a replayed CUDA graph (the first: ",
+                        b.first, ")");
+    p->seq = started_ += b.count;
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
+    KILN_CUDA_CHECK(cudaEventRecord(p->done, cuda::current_stream()));
+    p->state->set_device_wait(
+        [] { return true; },  // the stream runs the graph's collectives in order already
+        [device = device_](const std::string& why) { cuda::report_async_error(device, why); });
+    p->state->wait_on_device();  // a failure goes to the device's next synchronisation
+    p->issued = true;
+    {
+      std::lock_guard lock(mu_);
+      pending_.push_back(p);
+    }
+    cv_.notify_all();
+  }
+
   static std::string describe_call(const Collective& c) {
     int64_t n = c.count;
     for (int64_t x : c.counts) n = std::max(n, x);
     return cat(collective_name(c.kind), " of ", n, " ", dtype_name(c.dtype), " elements");
   }
 
-  // Grouped sends and receives on the group's stream.
-  void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs) {
+  // Grouped sends and receives on stream s.
+  void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs,
+                cudaStream_t s) {
     const Library& l = library();
     check(l.group_start(), "ncclGroupStart");
     for (const Transfer& t : sends)
-      if (t.bytes) check(l.send(t.p, t.bytes, ncclUint8, t.peer, comm_, stream_), "ncclSend");
+      if (t.bytes) check(l.send(t.p, t.bytes, ncclUint8, t.peer, comm_, s), "ncclSend");
     for (const Transfer& t : recvs)
-      if (t.bytes) check(l.recv(t.p, t.bytes, ncclUint8, t.peer, comm_, stream_), "ncclRecv");
+      if (t.bytes) check(l.recv(t.p, t.bytes, ncclUint8, t.peer, comm_, s), "ncclRecv");
     check(l.group_end(), "ncclGroupEnd");
   }
 
-  void copy(void* dst, const void* src, size_t bytes) {
+  static void copy(void* dst, const void* src, size_t bytes, cudaStream_t s) {
     if (bytes && dst != src)
-      KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+      KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
   }
 
-  char* staging(size_t bytes) {
+  // Stream-ordered (inside a graph: the graph's own allocation).
+  static char* staging(size_t bytes, cudaStream_t s) {
     void* p = nullptr;
-    KILN_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 1), stream_));
+    KILN_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 1), s));
     return static_cast<char*>(p);
   }
-  void release(char* p) { KILN_CUDA_CHECK(cudaFreeAsync(p, stream_)); }
+  static void release(char* p, cudaStream_t s) { KILN_CUDA_CHECK(cudaFreeAsync(p, s)); }
 
   // in (offsets by counts) reduced over ranks into out (counts[rank] elements):
   // each rank's chunks exchanged, then reduced in rank order.
   void reduce_scatter(const char* in, char* out, const std::vector<int64_t>& counts, DType dtype,
-                      ReduceOp op) {
+                      ReduceOp op, cudaStream_t s) {
     const size_t w = itemsize(dtype);
     const int n = size(), me = rank();
     const std::vector<int64_t> off = offsets(counts);
     const int64_t mine = counts[size_t(me)];
-    char* parts = staging(size_t(n * mine) * w);
+    char* parts = staging(size_t(n * mine) * w, s);
     std::vector<Transfer> sends, recvs;
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
@@ -220,14 +314,15 @@ class NcclProcessGroup final : public ProcessGroup {
                        size_t(counts[size_t(p)]) * w});
       recvs.push_back({p, parts + size_t(p * mine) * w, size_t(mine) * w});
     }
-    copy(parts + size_t(me * mine) * w, in + size_t(off[size_t(me)]) * w, size_t(mine) * w);
-    exchange(sends, recvs);
-    cuda::rank_ordered_reduce(out, parts, n, mine, mine, dtype, op, stream_);
-    release(parts);
+    copy(parts + size_t(me * mine) * w, in + size_t(off[size_t(me)]) * w, size_t(mine) * w, s);
+    exchange(sends, recvs, s);
+    cuda::rank_ordered_reduce(out, parts, n, mine, mine, dtype, op, s);
+    release(parts, s);
   }
 
   // Every rank's `counts[rank]` elements at mine, into out at its offset.
-  void all_gather(const char* mine, char* out, const std::vector<int64_t>& counts, DType dtype) {
+  void all_gather(const char* mine, char* out, const std::vector<int64_t>& counts, DType dtype,
+                  cudaStream_t s) {
     const size_t w = itemsize(dtype);
     const int n = size(), me = rank();
     const std::vector<int64_t> off = offsets(counts);
@@ -237,11 +332,12 @@ class NcclProcessGroup final : public ProcessGroup {
       sends.push_back({p, const_cast<char*>(mine), size_t(counts[size_t(me)]) * w});
       recvs.push_back({p, out + size_t(off[size_t(p)]) * w, size_t(counts[size_t(p)]) * w});
     }
-    copy(out + size_t(off[size_t(me)]) * w, mine, size_t(counts[size_t(me)]) * w);
-    exchange(sends, recvs);
+    copy(out + size_t(off[size_t(me)]) * w, mine, size_t(counts[size_t(me)]) * w, s);
+    exchange(sends, recvs, s);
   }
 
-  void enqueue(const Collective& c) {
+  // c's calls on stream s.
+  void enqueue(const Collective& c, cudaStream_t s) {
     const size_t w = itemsize(c.dtype);
     const int n = size(), me = rank();
     const char* in = static_cast<const char*>(c.in);
@@ -252,12 +348,13 @@ class NcclProcessGroup final : public ProcessGroup {
         std::vector<int64_t> chunks(size_t(n), c.count / n);
         for (int64_t r = 0; r < c.count % n; ++r) chunks[size_t(r)] += 1;
         const int64_t at = offsets(chunks)[size_t(me)];
-        reduce_scatter(in, out + size_t(at) * w, chunks, c.dtype, c.op);
-        all_gather(out + size_t(at) * w, out, chunks, c.dtype);
+        reduce_scatter(in, out + size_t(at) * w, chunks, c.dtype, c.op, s);
+        all_gather(out + size_t(at) * w, out, chunks, c.dtype, s);
         return;
       }
-      case CollectiveKind::reduce_scatter: return reduce_scatter(in, out, c.counts, c.dtype, c.op);
-      case CollectiveKind::all_gather: return all_gather(in, out, c.counts, c.dtype);
+      case CollectiveKind::reduce_scatter:
+        return reduce_scatter(in, out, c.counts, c.dtype, c.op, s);
+      case CollectiveKind::all_gather: return all_gather(in, out, c.counts, c.dtype, s);
       case CollectiveKind::all_to_all: {
         const std::vector<int64_t> so = offsets(c.counts), ro = offsets(c.recv_counts);
         std::vector<Transfer> sends, recvs;
@@ -268,36 +365,36 @@ class NcclProcessGroup final : public ProcessGroup {
           recvs.push_back({p, out + size_t(ro[size_t(p)]) * w, size_t(c.recv_counts[size_t(p)]) * w});
         }
         copy(out + size_t(ro[size_t(me)]) * w, in + size_t(so[size_t(me)]) * w,
-             size_t(c.counts[size_t(me)]) * w);
-        return exchange(sends, recvs);
+             size_t(c.counts[size_t(me)]) * w, s);
+        return exchange(sends, recvs, s);
       }
       case CollectiveKind::broadcast:
         if (n > 1 && c.count > 0)
-          check(library().broadcast(out, out, size_t(c.count) * w, ncclUint8, c.peer, comm_, stream_),
+          check(library().broadcast(out, out, size_t(c.count) * w, ncclUint8, c.peer, comm_, s),
                 "ncclBroadcast");
         return;
       case CollectiveKind::reduce: {
         // Every rank's input to the root, reduced there in rank order.
         const size_t bytes = size_t(c.count) * w;
-        if (me != c.peer) return exchange({{c.peer, const_cast<char*>(in), bytes}}, {});
-        char* parts = staging(bytes * size_t(n));
+        if (me != c.peer) return exchange({{c.peer, const_cast<char*>(in), bytes}}, {}, s);
+        char* parts = staging(bytes * size_t(n), s);
         std::vector<Transfer> recvs;
         for (int p = 0; p < n; ++p)
           if (p != me) recvs.push_back({p, parts + bytes * size_t(p), bytes});
-        copy(parts + bytes * size_t(me), in, bytes);
-        exchange({}, recvs);
-        cuda::rank_ordered_reduce(out, parts, n, c.count, c.count, c.dtype, c.op, stream_);
-        return release(parts);
+        copy(parts + bytes * size_t(me), in, bytes, s);
+        exchange({}, recvs, s);
+        cuda::rank_ordered_reduce(out, parts, n, c.count, c.count, c.dtype, c.op, s);
+        return release(parts, s);
       }
       case CollectiveKind::barrier: {
         // A byte from every rank to every rank.
-        char* bytes = staging(size_t(n));
-        all_gather(bytes + me, bytes, std::vector<int64_t>(size_t(n), 1), DType::b8);
-        return release(bytes);
+        char* bytes = staging(size_t(n), s);
+        all_gather(bytes + me, bytes, std::vector<int64_t>(size_t(n), 1), DType::b8, s);
+        return release(bytes, s);
       }
       case CollectiveKind::send:
-        return exchange({{c.peer, const_cast<char*>(in), size_t(c.count) * w}}, {});
-      case CollectiveKind::recv: return exchange({}, {{c.peer, out, size_t(c.count) * w}});
+        return exchange({{c.peer, const_cast<char*>(in), size_t(c.count) * w}}, {}, s);
+      case CollectiveKind::recv: return exchange({}, {{c.peer, out, size_t(c.count) * w}}, s);
     }
   }
 
@@ -382,7 +479,15 @@ class NcclProcessGroup final : public ProcessGroup {
   int device_;
   ncclComm_t comm_;
   cudaStream_t stream_ = nullptr;
+  // Where collectives captured into CUDA graphs are issued: a device
+  // captures one graph at a time, and nothing else uses this stream.
+  cudaStream_t capture_stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
+  // The graph being captured (its id) and its collectives on this group;
+  // the events its captured collectives were joined through.
+  unsigned long long batch_graph_ = 0;
+  std::shared_ptr<CapturedBatch> batch_;
+  std::vector<cudaEvent_t> captured_events_;
   std::mutex issue_mu_;  // one caller at a time issues NCCL calls
   std::mutex abort_mu_;
   std::string aborted_;  // why the communicator was aborted; empty while usable

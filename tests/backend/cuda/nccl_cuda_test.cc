@@ -3,7 +3,9 @@
 // same data, host buffers handed to the host group, split, and the
 // rank-ordered reduction kernel (which the group runs over n ranks' parts)
 // against the host's kiln::dist::reduce_in_order for 3 parts in every
-// reducible dtype and op. Multi-rank NCCL needs a machine with several GPUs.
+// reducible dtype and op; a compiled step whose collectives run on the
+// group, replayed as a CUDA graph that holds them, gives the plain run's
+// bits. Multi-rank NCCL needs a machine with several GPUs.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -12,12 +14,20 @@
 #include <functional>
 #include <vector>
 
+#include "kiln/autograd/grad.h"
 #include "kiln/backend/cuda/rank_reduce.h"
 #include "kiln/dist/device_group.h"
 #include "kiln/dist/local_process_group.h"
+#include "kiln/dist/mesh.h"
 #include "kiln/dist/reduce.h"
-#include "kiln/runtime/backend.h"
+#include "kiln/ops/collectives.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/matmul.h"
 #include "kiln/ops/random.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/compile.h"
+#include "kiln/runtime/executable.h"
 #include "tests/backend/cuda/against_cpu.h"
 #include "tests/support/support.h"
 
@@ -117,6 +127,50 @@ TEST_F(NcclCuda, SplitGivesAWorkingGroup) {
   Tensor t = random(64, DType::bf16, 3).to(kCuda0), out = zeros({64}, DType::bf16, kCuda0);
   sub->all_reduce(device_ptr(t), device_ptr(out), 64, DType::bf16).wait();
   EXPECT_EQ(bytes_of(out), bytes_of(t));
+}
+
+// A data-parallel step: the loss and the gradient all-reduced over "dp",
+// w (donated) updated.
+const MeshAxis kDp{"dp", 1};
+std::vector<Tensor> reduced_step(const std::vector<Tensor>& a) {
+  ValueAndGrad r = value_and_grad([](const std::vector<Tensor>& b) {
+    return std::vector<Tensor>{sum(square(tanh(matmul(b[1], b[0]))))};
+  })({a[0], a[1]});
+  Tensor g = all_reduce(r.grads[0], kDp, ReduceOp::avg);
+  return {all_reduce(r.values[0], kDp), a[0] - g * 0.01};
+}
+
+TEST_F(NcclCuda, ACompiledStepReplaysItsCollectivesInACudaGraph) {
+  dist::set_current_mesh(std::make_shared<dist::DeviceMesh>(nccl, dist::MeshDegrees{}));
+  struct Unset {
+    ~Unset() { dist::set_current_mesh(nullptr); }
+  } unset;
+  const Tensor w0 = random(256 * 128, DType::f32, 4).reshape({256, 128});
+  auto run = [&](bool replay, ReplayStats* stats) {
+    CompileOptions o;
+    o.donate = {0};
+    o.spmd_safe = true;  // the collectives stay in the step's one program
+    o.replay = replay;
+    CompiledFunction step = compile(reduced_step, o);
+    Tensor w = w0.to(kCuda0);
+    std::vector<float> losses;
+    for (uint64_t i = 0; i < 5; ++i) {
+      Tensor x = random(64 * 256, DType::f32, 10 + i).reshape({64, 256}).to(kCuda0);
+      std::vector<Tensor> out = step({w, x});
+      losses.push_back(out[0].item<float>());
+      w = out[1];
+    }
+    if (stats) *stats = step.last_executable().replay_stats();
+    losses.push_back(sum(w).item<float>());
+    return losses;
+  };
+  ReplayStats s;
+  const std::vector<float> plain = run(false, nullptr), replayed = run(true, &s);
+  EXPECT_EQ(replayed, plain);
+  EXPECT_EQ(s.refused, "");
+  EXPECT_EQ(s.recordings, 1);
+  EXPECT_EQ(s.replays, 4);
+  EXPECT_EQ(s.plain, 1);
 }
 
 TEST(RankOrderedReduce, MatchesTheHostReduction) {
