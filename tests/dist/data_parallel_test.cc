@@ -1,7 +1,8 @@
 // Data parallelism as a user runs it: `mpirun -n N kiln train` on the
 // llama3 debug recipe (10 steps, seq_len 32, global batch 8) under DDP 2,
 // SimpleFSDP 2 and 4 and HSDP 2 x 2, eagerly and in the graph trainer
-// (collectives skinny or SPMD-safe), gives the losses and gradient norms of
+// (collectives skinny or SPMD-safe, and its step with collectives inside
+// replayed), gives the losses and gradient norms of
 // one process at the same global batch, and so do tensor parallelism (TP 2)
 // and SimpleFSDP 2 x TP 2;
 // rank 0 alone reports; a checkpoint saved under FSDP 4 (4 ranks' shards)
@@ -110,6 +111,24 @@ TEST_F(DataParallel, RanksOnOtherHostDevicesGiveTheSameBits) {
     EXPECT_EQ(got.grad_norm, want.grad_norm) << device;
     EXPECT_EQ(got.loss.size(), 10u) << device;
   }
+}
+
+// The step's one program, collectives inside, recorded once and replayed
+// (on GPUs: a CUDA graph holding NCCL's collectives) gives eager's bits.
+TEST_F(DataParallel, AReplayedStepHoldingItsCollectivesGivesTheSameBits) {
+  const Mesh& m = kMeshes[1];  // SimpleFSDP 2
+  CliRun eager_run = runs_->kiln(m, "fsdp2_replay_eager", "");
+  ASSERT_EQ(eager_run.status, 0) << eager_run.output;
+  CliRun run = runs_->kiln(m, "fsdp2_replay",
+                           "--compile.graph_trainer --compile.spmd_safe=true --compile.replay");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(run.output.find("is not recorded"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("replay: 1 recording, 9 replayed runs, 1 run launch by launch"),
+            std::string::npos)
+      << run.output;
+  Curve got = runs_->curve("fsdp2_replay"), eager = runs_->curve("fsdp2_replay_eager");
+  EXPECT_EQ(got.loss, eager.loss);
+  EXPECT_EQ(got.grad_norm, eager.grad_norm);
 }
 
 // Tensor parallelism splits each projection's contraction (row-parallel
