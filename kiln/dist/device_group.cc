@@ -8,17 +8,33 @@
 namespace kiln::dist {
 namespace {
 
+struct Registered {
+  DeviceGroupFactory factory;
+  std::function<std::string()> describe;
+};
+
 std::mutex mu;
-std::map<DeviceKind, DeviceGroupFactory>& factories() {
-  static std::map<DeviceKind, DeviceGroupFactory> f;
-  return f;
+std::map<DeviceKind, Registered>& registered() {
+  static std::map<DeviceKind, Registered> r;
+  return r;
 }
 
 }  // namespace
 
-void register_device_group(DeviceKind kind, DeviceGroupFactory factory) {
+void register_device_group(DeviceKind kind, DeviceGroupFactory factory,
+                           std::function<std::string()> describe) {
   std::lock_guard lock(mu);
-  factories()[kind] = std::move(factory);
+  registered()[kind] = {std::move(factory), std::move(describe)};
+}
+
+std::string describe_device_group(DeviceKind kind) {
+  std::function<std::string()> describe;
+  {
+    std::lock_guard lock(mu);
+    auto it = registered().find(kind);
+    if (it != registered().end()) describe = it->second.describe;
+  }
+  return describe ? describe() : "";
 }
 
 std::shared_ptr<ProcessGroup> device_group(std::shared_ptr<ProcessGroup> host, Device device) {
@@ -26,8 +42,8 @@ std::shared_ptr<ProcessGroup> device_group(std::shared_ptr<ProcessGroup> host, D
   DeviceGroupFactory factory;
   {
     std::lock_guard lock(mu);
-    auto it = factories().find(device.kind);
-    if (it != factories().end()) factory = it->second;
+    auto it = registered().find(device.kind);
+    if (it != registered().end()) factory = it->second.factory;
   }
   KILN_CHECK(factory, "collectives on ", to_string(device), " need a process-group backend for ",
              "its memory, and this kiln has none (a CUDA build registers NCCL's)");

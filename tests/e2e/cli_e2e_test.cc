@@ -42,6 +42,16 @@ TEST(Cli, InfoPrintsVersionDevicesFeaturesAndOneDnn) {
   EXPECT_NE(r.output.find("avx512f="), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("amx_bf16="), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("oneDNN "), std::string::npos) << r.output;
+  // A CUDA build names the NCCL it loads for collectives on GPUs, or why none loads.
+  if (r.output.find("built without the CUDA backend") == std::string::npos) {
+    EXPECT_NE(r.output.find("\ncollectives on cuda: NCCL 2."), std::string::npos) << r.output;
+    CliRun none = kiln("info", "KILN_NCCL_LIBRARY=/nonexistent/libnccl.so.2");
+    EXPECT_EQ(none.status, 0) << none.output;
+    EXPECT_NE(none.output.find("\ncollectives on cuda: none: NCCL is needed for collectives on "
+                               "GPUs and /nonexistent/libnccl.so.2 could not be loaded"),
+              std::string::npos)
+        << none.output;
+  }
 }
 
 // ONEDNN_MAX_CPU_ISA=AVX2 makes oneDNN dispatch as on a CPU without bf16 dot products.

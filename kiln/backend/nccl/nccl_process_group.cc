@@ -534,10 +534,18 @@ std::shared_ptr<ProcessGroup> nccl_group(std::shared_ptr<ProcessGroup> host, int
 
 namespace {
 [[maybe_unused]] const bool registered =
-    (dist::register_device_group(DeviceKind::cuda,
-                                 [](std::shared_ptr<ProcessGroup> host, int index) {
-                                   return nccl_group(std::move(host), index);
-                                 }),
+    (dist::register_device_group(
+         DeviceKind::cuda,
+         [](std::shared_ptr<ProcessGroup> host, int index) {
+           return nccl_group(std::move(host), index);
+         },
+         []() -> std::string {
+           try {
+             return library().version;
+           } catch (const Error& e) {
+             return cat("none: ", e.what());
+           }
+         }),
      true);
 }  // namespace
 
