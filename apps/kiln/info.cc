@@ -11,6 +11,7 @@
 #include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/base/error.h"
 #include "kiln/dist/device_group.h"
+#include "kiln/dist/world.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/train/peak.h"
 #include "kiln/train/peak_measure.h"
@@ -65,6 +66,7 @@ void add_info(CLI::App& app) {
       std::cout << "  cuda: this kiln was built without the CUDA backend\n";
     else if (cuda->device_count() == 0)
       std::cout << "  cuda: no CUDA device (" << cuda->no_device_reason() << ")\n";
+    std::cout << "collectives on cpu: " << dist::mpi_library() << "\n";
     // Loaded here only to be named: runs on one device never need it.
     if (std::string nccl = dist::describe_device_group(DeviceKind::cuda); !nccl.empty())
       std::cout << "collectives on cuda: " << nccl << "\n";

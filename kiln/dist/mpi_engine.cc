@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <string>
 
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
+#include "kiln/dist/world.h"
 
 namespace kiln::dist::mpi {
 namespace {
@@ -355,3 +357,17 @@ void Engine::shut_down() {
 }
 
 }  // namespace kiln::dist::mpi
+
+namespace kiln::dist {
+
+std::string mpi_library() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  mpi::check(MPI_Get_library_version(text, &length), "MPI_Get_library_version");
+  std::string s(text, size_t(std::max(length, 0)));
+  s = s.substr(0, s.find_first_of("\n,"));
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+}  // namespace kiln::dist

@@ -6,6 +6,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "kiln/dist/process_group.h"
 
@@ -26,5 +27,8 @@ void end_job_on_exit();
 int local_ranks();
 // This rank's place among them (OMPI_COMM_WORLD_LOCAL_RANK); 0 without mpirun.
 int local_rank();
+// The MPI library kiln is linked with, as it names itself (the first line
+// of MPI_Get_library_version, which needs no started MPI).
+std::string mpi_library();
 
 }  // namespace kiln::dist

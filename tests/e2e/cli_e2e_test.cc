@@ -42,6 +42,7 @@ TEST(Cli, InfoPrintsVersionDevicesFeaturesAndOneDnn) {
   EXPECT_NE(r.output.find("avx512f="), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("amx_bf16="), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("oneDNN "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\ncollectives on cpu: Open MPI v"), std::string::npos) << r.output;
   // A CUDA build names the NCCL it loads for collectives on GPUs, or why none loads.
   if (r.output.find("built without the CUDA backend") == std::string::npos) {
     EXPECT_NE(r.output.find("\ncollectives on cuda: NCCL 2."), std::string::npos) << r.output;
