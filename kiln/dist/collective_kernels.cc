@@ -333,6 +333,11 @@ void wait_kernel(const KernelArgs& a) {
   if (out.data != started.data) copy(a.device, out, {started.data, out.dtype, out.shape, out.strides});
 }
 
+// What all_to_all_v reads on the host (Kernel::reads_on_host).
+constexpr const char* kRowCounts =
+    "its row counts before it moves the rows (MoE's all_to_all dispatcher; the capacity "
+    "dispatcher exchanges static sizes, which a recording holds)";
+
 // The same kernels for the CPU and for CUDA (which has no MPI of its own).
 #define KILN_COLLECTIVE_KERNELS(KIND)                                                      \
   {KIND, "all_reduce", {blocking<all_reduce_launch>, false}},                             \
@@ -345,7 +350,7 @@ void wait_kernel(const KernelArgs& a) {
   {KIND, "reduce_scatter_start", {start<reduce_scatter_launch>, false}},                  \
   {KIND, "all_to_all", {blocking<all_to_all_launch>, false}},                             \
   {KIND, "all_to_all_start", {start<all_to_all_launch>, false}},                          \
-  {KIND, "all_to_all_v", {blocking<all_to_all_v_launch>, false}},                         \
+  {KIND, "all_to_all_v", {blocking<all_to_all_v_launch>, false, nullptr, kRowCounts}},    \
   {KIND, "broadcast", {blocking<broadcast_launch>, false}},                               \
   {KIND, "broadcast_start", {start<broadcast_launch>, false}},                            \
   {KIND, "reduce", {blocking<reduce_launch>, false}},                                     \

@@ -84,8 +84,10 @@ class Backend {
   // run when called, keeps `work` and calls it again at each replay.
   // Throws kiln::Error saying why the work cannot be recorded.
   virtual std::unique_ptr<RecordedWork> record(int index, std::function<void()> work);
-  // Why a program running `op` cannot be recorded here; "" when it can.
-  virtual std::string unrecordable(const ir::OpDef&) const { return ""; }
+  // Whether a recording holds its kernels' host work too (the default's
+  // does: it calls `work` again); a program holding a kernel that reads
+  // device values on the host (Kernel::reads_on_host) is recorded only then.
+  virtual bool records_host_work() const { return true; }
 };
 
 void register_backend(std::unique_ptr<Backend> backend);

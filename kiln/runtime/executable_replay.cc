@@ -81,9 +81,10 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
   if (!r.checked) {
     r.checked = true;
     for (const Step& s : impl_->steps) {
-      std::string why = b.unrecordable(*s.op);
-      if (why.empty()) continue;
-      refuse(r.stats, name_, cat("op '", s.op->name, "' cannot be recorded on ", to_string(device_), ": ", why));
+      if (!s.kernel->reads_on_host || b.records_host_work()) continue;
+      refuse(r.stats, name_, cat("op '", s.op->name, "' cannot be recorded on ", to_string(device_),
+                                 ", whose recordings hold device work only: it reads on the host ",
+                                 s.kernel->reads_on_host, "; the program runs launch by launch"));
       break;
     }
   }

@@ -57,6 +57,12 @@ struct Kernel {
   // Repeated calls for one node start nothing new. What it throws is
   // dropped: the call raises the same error, naming the node.
   PrepareFn prepare = nullptr;
+  // Set, to what it reads (and any alternative a recording holds), for a
+  // kernel that reads device values on the host to issue its device work.
+  // A backend whose recordings hold device work only
+  // (Backend::records_host_work: CUDA's graphs) runs the programs holding
+  // it launch by launch.
+  const char* reads_on_host = nullptr;
 };
 
 // A backend built in several instruction-set variants (the CPU backend's

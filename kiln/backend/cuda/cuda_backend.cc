@@ -79,7 +79,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<RecordedWork> record(int, std::function<void()> work) override {
     return capture_graph(work);
   }
-  std::string unrecordable(const ir::OpDef& op) const override { return uncapturable(op); }
+  // A graph holds the stream's work only: no host work runs at a replay.
+  bool records_host_work() const override { return false; }
 
  private:
   DeviceState& state(int index) {

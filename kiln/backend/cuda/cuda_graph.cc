@@ -112,14 +112,6 @@ void watch_replays(ReplayWatch watch) {
   w->push_back(std::move(watch));
 }
 
-std::string uncapturable(const ir::OpDef& op) {
-  if (op.name == "all_to_all_v")
-    return "all_to_all_v reads its row counts on the host before it moves the rows; its "
-           "program runs launch by launch (MoE's capacity dispatcher exchanges static sizes, "
-           "which a graph holds)";
-  return "";
-}
-
 CaptureExclusion::CaptureExclusion(int device, const char* what) : device_(device) {
   DeviceCapture& capture = capture_of(device);
   if (capture.capturer == std::this_thread::get_id())

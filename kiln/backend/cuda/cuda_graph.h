@@ -7,7 +7,6 @@
 #include <memory>
 #include <string>
 
-#include "kiln/ir/op.h"
 #include "kiln/runtime/backend.h"
 
 namespace kiln::cuda {
@@ -17,9 +16,6 @@ namespace kiln::cuda {
 // that a graph cannot hold (a synchronisation, a read back to the host)
 // fails the recording with CUDA's error instead of being left out of it.
 std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work);
-
-// Why a program running `op` cannot be captured; "" when it can.
-std::string uncapturable(const ir::OpDef& op);
 
 // For work a graph being captured on the calling thread holds that its
 // owner must watch at each replay (NCCL's collectives, whose group times

@@ -1,7 +1,8 @@
 // Host-side checks of the CUDA backend, which run without a GPU: the
 // backend is registered and reports no devices (and why) where there is no
 // driver or GPU, using one is a clear error, and the pure parts (the GEMM
-// plan and its cache key, the out-of-memory text) are right.
+// plan and its cache key, the out-of-memory text, which kernels keep a
+// program out of CUDA graphs) are right.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,6 +11,7 @@
 #include "kiln/backend/cuda/out_of_memory.h"
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/kernel.h"
 #include "kiln/runtime/tensor.h"
 #include "tests/support/support.h"
 
@@ -47,6 +49,23 @@ TEST(CudaBackend, TensorsOnAMissingDeviceAreAClearError) {
                     +[] { from_vector<float>({1, 2}, {2}).to(kCuda0); }}) {
     std::string e = error_of(make);
     EXPECT_NE(e.find("device 'cuda:0' does not exist"), std::string::npos) << e;
+  }
+}
+
+// A CUDA graph holds no host work, so a program holding a kernel that reads
+// device values on the host is not captured: all_to_all_v alone, whose row
+// counts set what it moves. The other collectives are captured.
+TEST(CudaBackend, OnlyAllToAllVKeepsItsProgramOutOfGraphs) {
+  EXPECT_FALSE(cuda_backend().records_host_work());
+  const Kernel* a2av = find_kernel(DeviceKind::cuda, "all_to_all_v");
+  ASSERT_NE(a2av, nullptr);
+  ASSERT_NE(a2av->reads_on_host, nullptr);
+  EXPECT_NE(std::string(a2av->reads_on_host).find("capacity dispatcher"), std::string::npos);
+  for (const char* op : {"matmul", "all_reduce", "all_reduce_start", "collective_wait",
+                         "all_gather_cast_start", "reduce_scatter", "all_to_all_start"}) {
+    const Kernel* k = find_kernel(DeviceKind::cuda, op);
+    ASSERT_NE(k, nullptr) << op;
+    EXPECT_EQ(k->reads_on_host, nullptr) << op;
   }
 }
 
