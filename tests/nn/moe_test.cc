@@ -137,8 +137,12 @@ TEST(MoE, CapacityDispatcherKeepsTheFirstAssignmentsOfEachExpert) {
     EXPECT_TRUE(all_close(y.to_vector<double>(), ref, 1e-10, 1e-12)) << factor;
     EXPECT_EQ(r.dropped.item<int64_t>(), dropped) << factor;
     EXPECT_EQ(r.counts.to_vector<int64_t>(), counts) << "counts are the router's, drops included";
-    if (factor == 5.0) EXPECT_EQ(dropped, 0);
-    if (factor == 0.5) EXPECT_GT(dropped, 0);
+    if (factor == 5.0) {
+      EXPECT_EQ(dropped, 0);
+    }
+    if (factor == 0.5) {
+      EXPECT_GT(dropped, 0);
+    }
   }
 }
 
