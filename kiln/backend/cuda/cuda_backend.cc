@@ -77,7 +77,7 @@ class CudaBackend final : public Backend {
   bool transfers_apart() const override { return true; }
   NonFinite find_non_finite(const TensorRef& t) override { return cuda::find_non_finite(t); }
   std::unique_ptr<RecordedWork> record(int, std::function<void()> work) override {
-    return capture_graph(work);
+    return capture_graph(std::move(work));
   }
   // A graph holds the stream's work only: no host work runs at a replay.
   bool records_host_work() const override { return false; }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend/cuda/check.h"
@@ -30,30 +31,35 @@ DeviceCapture& capture_of(int device) {
 
 using Watchers = std::vector<ReplayWatch>;
 
-// The watchers of the graph this thread is capturing; null when none is.
-Watchers*& capturing_watchers() {
-  thread_local Watchers* w = nullptr;
-  return w;
-}
+}  // namespace
 
-class CudaGraph final : public RecordedWork {
+class GraphInstance {
  public:
-  CudaGraph(cudaGraphExec_t exec, Watchers watchers)
-      : exec_(exec), watchers_(std::move(watchers)) {}
+  GraphInstance() = default;
+  GraphInstance(const GraphInstance&) = delete;
+  GraphInstance& operator=(const GraphInstance&) = delete;
   // A graph still running is freed when it completes.
-  ~CudaGraph() override { (void)cudaGraphExecDestroy(exec_); }
-  CudaGraph(const CudaGraph&) = delete;
-  CudaGraph& operator=(const CudaGraph&) = delete;
-  void replay() override {
-    for (const ReplayWatch& w : watchers_) w.before_launch();
-    KILN_CUDA_CHECK(cudaGraphLaunch(exec_, current_stream()));
-    for (const ReplayWatch& w : watchers_) w.after_launch();
+  ~GraphInstance() {
+    if (exec) (void)cudaGraphExecDestroy(exec);
   }
-
- private:
-  cudaGraphExec_t exec_;
-  Watchers watchers_;
+  std::mutex mu;                   // held while it is launched or dropped
+  cudaGraphExec_t exec = nullptr;  // null until instantiated and once dropped
 };
+
+namespace {
+
+// One capture of a graph: its instantiation and the replay watchers of
+// the work it holds.
+struct Capture {
+  std::shared_ptr<GraphInstance> instance = std::make_shared<GraphInstance>();
+  Watchers watchers;
+};
+
+// The capture under way on this thread; null when none is.
+Capture*& capturing() {
+  thread_local Capture* c = nullptr;
+  return c;
+}
 
 // Ends the capture on `s`, however it went: the graph, or null with `err`.
 cudaGraph_t end_capture(cudaStream_t s, cudaError_t& err) {
@@ -67,28 +73,26 @@ cudaGraph_t end_capture(cudaStream_t s, cudaError_t& err) {
   return graph;
 }
 
-}  // namespace
-
-std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work) {
+Capture capture(const std::function<void()>& work) {
   cudaStream_t s = current_stream();
-  DeviceCapture& capture = capture_of(current_device());
-  std::lock_guard lock(capture.mu);
-  capture.capturer = std::this_thread::get_id();
-  Watchers watchers;
-  capturing_watchers() = &watchers;
+  DeviceCapture& device = capture_of(current_device());
+  std::lock_guard lock(device.mu);
+  device.capturer = std::this_thread::get_id();
+  Capture made;
+  capturing() = &made;
   struct Clear {
-    DeviceCapture& c;
+    DeviceCapture& d;
     ~Clear() {
-      c.capturer = std::thread::id();
-      capturing_watchers() = nullptr;
+      d.capturer = std::thread::id();
+      capturing() = nullptr;
     }
-  } clear{capture};
+  } clear{device};
   KILN_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   cudaError_t err = cudaSuccess;
   try {
     work();
   } catch (...) {
-    end_capture(s, err);
+    if (cudaGraph_t graph = end_capture(s, err)) (void)cudaGraphDestroy(graph);
     throw;
   }
   cudaGraph_t graph = end_capture(s, err);
@@ -96,20 +100,61 @@ std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work) {
     fail("capturing it as a CUDA graph failed (", cudaGetErrorString(err),
          "): one of its kernels made a call a graph cannot hold, such as a synchronisation "
          "or a read back to the host");
-  cudaGraphExec_t exec = nullptr;
-  err = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+  err = cudaGraphInstantiateWithFlags(&made.instance->exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     fail("instantiating its CUDA graph failed: ", cudaGetErrorString(err));
   }
-  return std::make_unique<CudaGraph>(exec, std::move(watchers));
+  return made;
 }
 
-void watch_replays(ReplayWatch watch) {
-  Watchers* w = capturing_watchers();
-  KILN_CHECK(w, "watch_replays: this thread is not capturing a CUDA graph");
-  w->push_back(std::move(watch));
+class CudaGraph final : public RecordedWork {
+ public:
+  CudaGraph(std::function<void()> work, Capture first)
+      : work_(std::move(work)), capture_(std::move(first)) {}
+  void replay() override {
+    while (true) {
+      if (dropped()) capture_ = capture(work_);
+      for (const ReplayWatch& w : capture_.watchers) w.before_launch();
+      std::unique_lock lock(capture_.instance->mu);
+      if (!capture_.instance->exec) continue;  // dropped since
+      KILN_CUDA_CHECK(cudaGraphLaunch(capture_.instance->exec, current_stream()));
+      lock.unlock();
+      for (const ReplayWatch& w : capture_.watchers) w.after_launch();
+      return;
+    }
+  }
+
+ private:
+  bool dropped() {
+    std::lock_guard lock(capture_.instance->mu);
+    return !capture_.instance->exec;
+  }
+
+  std::function<void()> work_;
+  Capture capture_;
+};
+
+}  // namespace
+
+std::unique_ptr<RecordedWork> capture_graph(std::function<void()> work) {
+  Capture first = capture(work);
+  return std::make_unique<CudaGraph>(std::move(work), std::move(first));
+}
+
+std::weak_ptr<GraphInstance> watch_replays(ReplayWatch watch) {
+  Capture* c = capturing();
+  KILN_CHECK(c, "watch_replays: this thread is not capturing a CUDA graph");
+  c->watchers.push_back(std::move(watch));
+  return c->instance;
+}
+
+void drop_graph(const std::weak_ptr<GraphInstance>& graph) {
+  std::shared_ptr<GraphInstance> g = graph.lock();
+  if (!g) return;
+  std::lock_guard lock(g->mu);
+  if (g->exec) (void)cudaGraphExecDestroy(std::exchange(g->exec, nullptr));
 }
 
 CaptureExclusion::CaptureExclusion(int device, const char* what) : device_(device) {

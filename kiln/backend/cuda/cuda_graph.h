@@ -15,7 +15,9 @@ namespace kiln::cuda {
 // runs now. The capture is thread-local and strict: a call of this thread
 // that a graph cannot hold (a synchronisation, a read back to the host)
 // fails the recording with CUDA's error instead of being left out of it.
-std::unique_ptr<RecordedWork> capture_graph(const std::function<void()>& work);
+// A graph dropped by a holder (drop_graph) runs `work` under a capture
+// again at its next replay.
+std::unique_ptr<RecordedWork> capture_graph(std::function<void()> work);
 
 // For work a graph being captured on the calling thread holds that its
 // owner must watch at each replay (NCCL's collectives, whose group times
@@ -25,7 +27,13 @@ struct ReplayWatch {
   std::function<void()> before_launch;  // may throw: the graph is then not launched
   std::function<void()> after_launch;
 };
-void watch_replays(ReplayWatch watch);
+class GraphInstance;  // a captured graph's instantiation (cuda_graph.cc)
+// Returns the graph being captured, for drop_graph.
+std::weak_ptr<GraphInstance> watch_replays(ReplayWatch watch);
+// Frees a graph's instantiation (a replay already launched finishes first)
+// where it still exists: NCCL neither destroys nor aborts a communicator
+// while a graph holds its collectives. Its next replay captures it anew.
+void drop_graph(const std::weak_ptr<GraphInstance>& graph);
 
 // Held by a thread that puts work on a device's stream from outside its
 // queue thread (a host upload) or synchronises the device (cudaFree): such

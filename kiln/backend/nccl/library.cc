@@ -70,7 +70,7 @@ const Library& library() {
 }
 
 void check(ncclResult_t result, const char* what) {
-  if (result != ncclSuccess && result != ncclInProgress) fail_call(library(), result, what);
+  if (result != ncclSuccess) fail_call(library(), result, what);
 }
 
 }  // namespace kiln::nccl

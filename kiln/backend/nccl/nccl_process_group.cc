@@ -6,8 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "kiln/backend/cuda/async_error.h"
 #include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/cuda_graph.h"
+#include "kiln/backend/cuda/devices.h"
 #include "kiln/backend/cuda/rank_reduce.h"
 #include "kiln/backend/cuda/stream.h"
 #include "kiln/backend/nccl/library.h"
@@ -74,23 +77,82 @@ struct Transfer {
   size_t bytes;
 };
 
+// The NCCL work of one GPU. Every group on it issues its calls under one
+// lock and onto one stream, in the order of the calls: NCCL asks that no
+// two threads issue on communicators of one device at once, and that the
+// operations of a device's communicators run in one order on every rank
+// (the order of the program's collectives, the same on every rank), else
+// two communicators' kernels may wait on each other across ranks.
+struct Lane {
+  std::mutex issue;
+  cudaStream_t stream = nullptr;
+  // Where collectives captured into CUDA graphs are issued: a device
+  // captures one graph at a time, and nothing else uses this stream.
+  cudaStream_t capture_stream = nullptr;
+  cudaEvent_t ready = nullptr;  // joins the caller's stream to the lane's
+};
+
+// Device's lane, made on first use; kept for the process's life (the
+// groups of a device share it).
+Lane& lane_of(int device) {
+  // Never destroyed: groups may outlive the statics.
+  static auto* mu = new std::mutex;
+  static auto* lanes = new std::map<int, Lane>;
+  std::lock_guard lock(*mu);
+  auto [it, made] = lanes->try_emplace(device);
+  Lane& l = it->second;
+  if (made) {
+    try {
+      cuda::DeviceGuard on(device);
+      int least = 0, greatest = 0;
+      KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&l.stream, cudaStreamNonBlocking, greatest));
+      KILN_CUDA_CHECK(
+          cudaStreamCreateWithPriority(&l.capture_stream, cudaStreamNonBlocking, greatest));
+      KILN_CUDA_CHECK(cudaEventCreateWithFlags(&l.ready, cudaEventDisableTiming));
+    } catch (...) {
+      lanes->erase(it);
+      throw;
+    }
+  }
+  return l;
+}
+
+// A CUDA event, destroyed with its last holder (a Work's device wait may
+// still be ordering a stream on it after its collective completed).
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
+  ~Event() { (void)cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+
 // A collective in flight: watched from before its NCCL calls (which may
 // block, waiting for peers) and done when its event has passed.
 struct Pending {
   std::shared_ptr<WorkState> state = std::make_shared<WorkState>();
   Clock::time_point deadline;
   std::string what;  // "all_reduce of 4096 bf16 elements"
-  int64_t seq = 0;   // its number among this group's collectives, from 1
-  cudaEvent_t done = nullptr;
+  // Its number among this group's collectives, from 1; 0 for a send or a
+  // receive, which only its two ranks make.
+  int64_t seq = 0;
+  int peer = -1;  // a send's or receive's peer (world rank)
+  std::shared_ptr<Event> done;
   std::atomic<bool> issued{false};  // done is recorded after the calls
 };
 
 // The collectives one CUDA graph captured on one group: watched as one at
 // each replay.
 struct CapturedBatch {
-  int64_t count = 0;
-  std::string first;  // the first one's description
+  int64_t count = 0;        // every captured call
+  int64_t collectives = 0;  // of them, those every rank makes (not sends or receives)
+  std::string first;        // the first one's description
 };
+
+bool point_to_point(CollectiveKind k) {
+  return k == CollectiveKind::send || k == CollectiveKind::recv;
+}
 
 class NcclProcessGroup final : public ProcessGroup,
                                public std::enable_shared_from_this<NcclProcessGroup> {
@@ -98,20 +160,15 @@ class NcclProcessGroup final : public ProcessGroup,
   NcclProcessGroup(std::shared_ptr<ProcessGroup> host, int device, ncclComm_t comm)
       : ProcessGroup(host->rank(), host->size(), host->name(), host->world_ranks(),
                      host->timeout()),
-        host_(std::move(host)), device_(device), comm_(comm) {
+        host_(std::move(host)), device_(device), comm_(comm), lane_(lane_of(device)) {
     // The poller's own host group: its exchange on a timeout never meets
     // the host traffic of other threads.
     watch_ = host_->split(0, host_->rank(), name() + "/nccl-watch");
-    KILN_CUDA_CHECK(cudaSetDevice(device_));
-    int least = 0, greatest = 0;
-    KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
-    KILN_CUDA_CHECK(
-        cudaStreamCreateWithPriority(&capture_stream_, cudaStreamNonBlocking, greatest));
-    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     poller_ = std::thread([this] { poll(); });
   }
 
+  // Returns once this rank's collectives on the group are done (the poller
+  // watches them to their end or their timeout).
   ~NcclProcessGroup() override {
     {
       std::lock_guard lock(mu_);
@@ -119,12 +176,8 @@ class NcclProcessGroup final : public ProcessGroup,
     }
     cv_.notify_all();
     poller_.join();
-    cudaSetDevice(device_);
+    drop_graphs();
     if (std::lock_guard lock(abort_mu_); aborted_.empty()) library().comm_destroy(comm_);
-    cudaEventDestroy(ready_);
-    for (cudaEvent_t e : captured_events_) cudaEventDestroy(e);
-    cudaStreamDestroy(capture_stream_);
-    cudaStreamDestroy(stream_);
   }
 
   DeviceKind memory() const override { return DeviceKind::cuda; }
@@ -133,8 +186,12 @@ class NcclProcessGroup final : public ProcessGroup,
     std::shared_ptr<ProcessGroup> host = host_->split(color, key, name);
     ncclComm_t comm = nullptr;
     {
-      std::lock_guard lock(issue_mu_);
-      KILN_CUDA_CHECK(cudaSetDevice(device_));
+      std::lock_guard lock(lane_.issue);
+      cuda::DeviceGuard on(device_);
+      // NCCL splits a communicator with none of its operations outstanding
+      // (a stuck one is failed, and the communicator aborted, by the poller).
+      KILN_CUDA_CHECK(cudaStreamSynchronize(lane_.stream));
+      check_usable("split");
       check(library().comm_split(comm_, color, key, &comm, nullptr), "ncclCommSplit");
     }
     auto g = std::make_shared<NcclProcessGroup>(std::move(host), device_, comm);
@@ -149,34 +206,43 @@ class NcclProcessGroup final : public ProcessGroup,
     KILN_CHECK((in_device || !c.in) && (out_device || !c.out), collective_name(c.kind), " on ",
                describe(), ": one buffer is in device memory and the other in host memory; "
                "NCCL moves device memory only");
-    std::lock_guard lock(issue_mu_);
+    std::lock_guard lock(lane_.issue);
     check_usable(collective_name(c.kind));
-    KILN_CUDA_CHECK(cudaSetDevice(device_));
+    cuda::DeviceGuard on(device_);
     if (unsigned long long graph = capture_id()) return start_captured(c, graph);
     auto p = std::make_shared<Pending>();
     p->deadline = Clock::now() + timeout();
     p->what = describe_call(c);
-    p->seq = ++started_;
-    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
+    if (point_to_point(c.kind))
+      p->peer = world_ranks()[size_t(c.peer)];
+    else
+      p->seq = ++started_;
+    p->done = std::make_shared<Event>();
     {
       std::lock_guard plock(mu_);
       pending_.push_back(p);
     }
     cv_.notify_all();
-    // Called on the device's queue thread: after the work enqueued there.
-    if (cuda::bound_to(device_)) {
-      KILN_CUDA_CHECK(cudaEventRecord(ready_, cuda::current_stream()));
-      KILN_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    try {
+      // Called on the device's queue thread: after the work enqueued there.
+      if (cuda::bound_to(device_)) {
+        KILN_CUDA_CHECK(cudaEventRecord(lane_.ready, cuda::current_stream()));
+        KILN_CUDA_CHECK(cudaStreamWaitEvent(lane_.stream, lane_.ready, 0));
+      }
+      enqueue(c, lane_.stream);
+      KILN_CUDA_CHECK(cudaEventRecord(p->done->e, lane_.stream));
+    } catch (const std::exception& e) {
+      // Part of it may be issued: the ranks are out of step, and NCCL asks
+      // for an abort after a failed call.
+      abort(cat(p->what, " on ", describe(), " could not be issued: ", e.what()));
+      throw;
     }
-    enqueue(c, stream_);
-    KILN_CUDA_CHECK(cudaEventRecord(p->done, stream_));
     // A wait on the queue thread orders the device's later work after the
-    // collective and returns. The poller completes the state (and only
-    // then destroys the event), never while an enqueue is under way.
+    // collective and returns.
     p->state->set_device_wait(
         [device = device_, done = p->done] {
           if (!cuda::bound_to(device)) return false;
-          KILN_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done, 0));
+          KILN_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done->e, 0));
           return true;
         },
         [device = device_](const std::string& why) { cuda::report_async_error(device, why); });
@@ -185,6 +251,11 @@ class NcclProcessGroup final : public ProcessGroup,
   }
 
  private:
+  bool aborted() {
+    std::lock_guard lock(abort_mu_);
+    return !aborted_.empty();
+  }
+
   // Raises where the communicator was aborted: `what` cannot run on it.
   void check_usable(const std::string& what) {
     std::lock_guard lock(abort_mu_);
@@ -207,33 +278,38 @@ class NcclProcessGroup final : public ProcessGroup,
   // the graph on the capture stream, forked from the device's stream and
   // joined back by the wait, and run at each replay. Nothing runs now, so
   // the host has nothing to watch; each replay is watched instead, the
-  // graph's collectives on this group as one (watch_replay).
+  // graph's collectives on this group as one (watch_replay). The graph
+  // holds the group (NCCL keeps the communicator until the graph goes), so
+  // the group drops it before it destroys or aborts the communicator.
   Work start_captured(const Collective& c, unsigned long long graph) {
     if (graph != batch_graph_ || !batch_) {
       batch_graph_ = graph;
       batch_ = std::make_shared<CapturedBatch>();
       std::weak_ptr<NcclProcessGroup> group = weak_from_this();
-      cuda::watch_replays({[group] {
-                             if (std::shared_ptr<NcclProcessGroup> g = group.lock())
-                               g->check_usable("a replay of a CUDA graph holding its collectives");
-                           },
-                           [group, batch = batch_] {
-                             if (std::shared_ptr<NcclProcessGroup> g = group.lock())
-                               g->watch_replay(*batch);
-                           }});
+      std::weak_ptr<cuda::GraphInstance> held = cuda::watch_replays(
+          {[group] {
+             if (std::shared_ptr<NcclProcessGroup> g = group.lock())
+               g->check_usable("a replay of a CUDA graph holding its collectives");
+           },
+           [group, batch = batch_] {
+             if (std::shared_ptr<NcclProcessGroup> g = group.lock()) g->watch_replay(*batch);
+           }});
+      std::lock_guard lock(mu_);
+      std::erase_if(graphs_,
+                    [](const std::weak_ptr<cuda::GraphInstance>& g) { return g.expired(); });
+      graphs_.push_back(std::move(held));
     }
     if (batch_->count++ == 0) batch_->first = describe_call(c);
-    cudaEvent_t done = nullptr;
-    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    captured_events_.push_back(done);  // kept: the graph was captured through it
-    KILN_CUDA_CHECK(cudaEventRecord(ready_, cuda::current_stream()));
-    KILN_CUDA_CHECK(cudaStreamWaitEvent(capture_stream_, ready_, 0));
-    enqueue(c, capture_stream_);
-    KILN_CUDA_CHECK(cudaEventRecord(done, capture_stream_));
+    if (!point_to_point(c.kind)) ++batch_->collectives;
+    auto done = std::make_shared<Event>();
+    KILN_CUDA_CHECK(cudaEventRecord(lane_.ready, cuda::current_stream()));
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(lane_.capture_stream, lane_.ready, 0));
+    enqueue(c, lane_.capture_stream);
+    KILN_CUDA_CHECK(cudaEventRecord(done->e, lane_.capture_stream));
     auto state = std::make_shared<WorkState>();
     state->set_device_wait(
         [done] {
-          KILN_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done, 0));
+          KILN_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done->e, 0));
           return true;
         },
         [device = device_](const std::string& why) { cuda::report_async_error(device, why); });
@@ -246,15 +322,16 @@ class NcclProcessGroup final : public ProcessGroup,
   // timeout aborts the communicator (so the graph's NCCL kernels return)
   // and is raised at the device's next synchronisation.
   void watch_replay(const CapturedBatch& b) {
+    if (aborted()) return;  // the replay fails at the device's synchronisation
     auto p = std::make_shared<Pending>();
     p->deadline = Clock::now() + timeout();
     p->what = b.count == 1
                   ? cat(b.first, " (in a replayed CUDA graph)")
                   : cat("the ", b.count, " collectives of a replayed CUDA graph (the first: ",
                         b.first, ")");
-    p->seq = started_ += b.count;
-    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
-    KILN_CUDA_CHECK(cudaEventRecord(p->done, cuda::current_stream()));
+    p->seq = started_ += b.collectives;
+    p->done = std::make_shared<Event>();
+    KILN_CUDA_CHECK(cudaEventRecord(p->done->e, cuda::current_stream()));
     p->state->set_device_wait(
         [] { return true; },  // the stream runs the graph's collectives in order already
         [device = device_](const std::string& why) { cuda::report_async_error(device, why); });
@@ -277,11 +354,24 @@ class NcclProcessGroup final : public ProcessGroup,
   void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs,
                 cudaStream_t s) {
     const Library& l = library();
+    // The poller aborts the communicator to end a call blocked on missing
+    // peers; nothing is issued on it after that.
+    check_usable("an exchange of chunks");
     check(l.group_start(), "ncclGroupStart");
+    // The group ends however its calls go: a thread left inside one would
+    // defer every later NCCL call it makes.
+    struct End {
+      const Library& l;
+      bool done = false;
+      ~End() {
+        if (!done) (void)l.group_end();
+      }
+    } end{l};
     for (const Transfer& t : sends)
       if (t.bytes) check(l.send(t.p, t.bytes, ncclUint8, t.peer, comm_, s), "ncclSend");
     for (const Transfer& t : recvs)
       if (t.bytes) check(l.recv(t.p, t.bytes, ncclUint8, t.peer, comm_, s), "ncclRecv");
+    end.done = true;
     check(l.group_end(), "ncclGroupEnd");
   }
 
@@ -401,21 +491,25 @@ class NcclProcessGroup final : public ProcessGroup,
   // Completes the pending collectives in order; fails them on NCCL's
   // errors and on the timeout.
   void poll() {
-    cudaSetDevice(device_);
+    (void)cudaSetDevice(device_);  // this thread's own: nothing to restore
     std::unique_lock lock(mu_);
     while (true) {
       cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
       if (pending_.empty()) return;  // stopping
       std::shared_ptr<Pending> p = pending_.front();
       lock.unlock();
-      const cudaError_t q = p->issued ? cudaEventQuery(p->done) : cudaErrorNotReady;
-      ncclResult_t async = ncclSuccess;
       std::string error;
-      if (q == cudaSuccess) {
+      {
+        std::lock_guard alock(abort_mu_);
+        if (!aborted_.empty()) error = cat(p->what, " on ", describe(), " failed: ", aborted_);
+      }
+      const cudaError_t q =
+          !error.empty() || !p->issued ? cudaErrorNotReady : cudaEventQuery(p->done->e);
+      ncclResult_t async = ncclSuccess;
+      if (!error.empty() || q == cudaSuccess) {
       } else if (q != cudaErrorNotReady) {
         error = cat(p->what, " on ", describe(), " failed on the device: ", cudaGetErrorString(q));
-      } else if (library().comm_get_async_error(comm_, &async) == ncclSuccess &&
-                 async != ncclSuccess && async != ncclInProgress) {
+      } else if (async_error(async)) {
         error = cat(p->what, " on ", describe(), " failed: NCCL reported ",
                     library().get_error_string(async));
       } else if (Clock::now() > p->deadline) {
@@ -425,29 +519,28 @@ class NcclProcessGroup final : public ProcessGroup,
         lock.lock();
         continue;
       }
-      if (!error.empty()) abort(error);
-      lock.lock();
-      if (error.empty()) {
-        p->state->finish();
-        cudaEventDestroy(p->done);
-        pending_.pop_front();
+      if (!error.empty()) {
+        abort(error, p);
+        lock.lock();
         continue;
       }
-      for (const std::shared_ptr<Pending>& left : pending_) {
-        left->state->fail(left == p ? error : cat(left->what, " on ", describe(),
-                                                  " failed: an earlier collective did (", error,
-                                                  ")"));
-        cudaEventDestroy(left->done);
-      }
-      pending_.clear();
+      lock.lock();
+      if (pending_.empty() || pending_.front() != p) continue;  // failed by an abort meanwhile
+      p->state->finish();
+      pending_.pop_front();
     }
   }
 
   // The collective that timed out, and which ranks had not started it: each
-  // rank's count of started collectives, exchanged over the watch group.
+  // rank's count of started collectives, exchanged over the watch group. A
+  // send or receive is between two ranks only: its peer is named.
   std::string timeout_message(const Pending& p) {
     std::string head = cat(p.what, " on ", describe(), " did not complete within ",
-                           timeout().count(), " ms (collective #", p.seq, " of this group)");
+                           timeout().count(), " ms");
+    if (p.peer >= 0)
+      return cat(head, "; its peer, world rank ", p.peer,
+                 ", did not make the matching call, or the link to it failed");
+    head += cat(" (collective #", p.seq, " of this group)");
     std::vector<int64_t> counts(static_cast<size_t>(size()));
     int64_t mine = started_;
     try {
@@ -466,35 +559,67 @@ class NcclProcessGroup final : public ProcessGroup,
                : cat(head, "; world ranks ", behind, " did not arrive");
   }
 
-  // Aborts the communicator (also from this thread while another is
-  // blocked in a NCCL call on it, which returns).
-  void abort(const std::string& why) {
-    std::lock_guard lock(abort_mu_);
-    if (!aborted_.empty()) return;
-    aborted_ = why;
+  // Fails every pending collective (`first` with `why` itself, the others
+  // as following it), then aborts the communicator: also from the poller
+  // while another thread is blocked in a NCCL call on it, which returns.
+  // The waiters learn the failure first; the graphs holding the group's
+  // collectives go before the abort, which NCCL makes wait for them.
+  void abort(const std::string& why, const std::shared_ptr<Pending>& first = nullptr) {
+    {
+      std::lock_guard lock(abort_mu_);
+      if (!aborted_.empty()) return fail_pending(why, first);
+      aborted_ = why;
+    }
+    fail_pending(why, first);
+    drop_graphs();
+    std::lock_guard lock(comm_mu_);
     library().comm_abort(comm_);
+  }
+
+  // Whether NCCL reports an asynchronous error (in `async`) on the
+  // communicator, which abort() may be freeing.
+  bool async_error(ncclResult_t& async) {
+    std::lock_guard lock(comm_mu_);
+    return !aborted() && library().comm_get_async_error(comm_, &async) == ncclSuccess &&
+           async != ncclSuccess && async != ncclInProgress;
+  }
+
+  void fail_pending(const std::string& why, const std::shared_ptr<Pending>& first) {
+    std::lock_guard lock(mu_);
+    for (const std::shared_ptr<Pending>& left : pending_)
+      left->state->fail(left == first ? why
+                                      : cat(left->what, " on ", describe(),
+                                            " failed: an earlier collective did (", why, ")"));
+    pending_.clear();
+  }
+
+  // Frees the CUDA graphs that hold this group's collectives: NCCL waits
+  // for them to go before it destroys or aborts the communicator. Each is
+  // captured anew at its next replay, on the groups of its time.
+  void drop_graphs() {
+    std::vector<std::weak_ptr<cuda::GraphInstance>> graphs;
+    {
+      std::lock_guard lock(mu_);
+      graphs.swap(graphs_);
+    }
+    for (const std::weak_ptr<cuda::GraphInstance>& g : graphs) cuda::drop_graph(g);
   }
 
   std::shared_ptr<ProcessGroup> host_, watch_;
   int device_;
   ncclComm_t comm_;
-  cudaStream_t stream_ = nullptr;
-  // Where collectives captured into CUDA graphs are issued: a device
-  // captures one graph at a time, and nothing else uses this stream.
-  cudaStream_t capture_stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
-  // The graph being captured (its id) and its collectives on this group;
-  // the events its captured collectives were joined through.
+  Lane& lane_;
+  // The graph being captured (its id) and its collectives on this group.
   unsigned long long batch_graph_ = 0;
   std::shared_ptr<CapturedBatch> batch_;
-  std::vector<cudaEvent_t> captured_events_;
-  std::mutex issue_mu_;  // one caller at a time issues NCCL calls
+  std::mutex comm_mu_;  // the poller's queries against the abort
   std::mutex abort_mu_;
   std::string aborted_;  // why the communicator was aborted; empty while usable
-  std::atomic<int64_t> started_{0};
-  std::mutex mu_;  // the pending list
+  std::atomic<int64_t> started_{0};  // collectives every rank makes
+  std::mutex mu_;  // the pending list and the graphs
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Pending>> pending_;
+  std::vector<std::weak_ptr<cuda::GraphInstance>> graphs_;  // holding this group's collectives
   bool stop_ = false;
   std::thread poller_;
 };
@@ -506,8 +631,14 @@ std::shared_ptr<ProcessGroup> nccl_group(std::shared_ptr<ProcessGroup> host, int
   // go on, so none is left waiting in NCCL's bootstrap.
   std::string problem;
   try {
+    // A non-blocking communicator returns from calls before their work is
+    // issued, which this group's stream order and events do not follow.
+    const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
+    KILN_CHECK(!blocking || std::string(blocking) != "0",
+               "NCCL_COMM_BLOCKING=0 makes NCCL's communicators non-blocking, and kiln's NCCL "
+               "groups issue on blocking ones: unset it");
     library();
-    KILN_CUDA_CHECK(cudaSetDevice(device));
+    cuda::DeviceGuard on(device);
     KILN_CUDA_CHECK(cudaFree(nullptr));  // creates the context
   } catch (const Error& e) {
     problem = e.what();
@@ -523,12 +654,32 @@ std::shared_ptr<ProcessGroup> nccl_group(std::shared_ptr<ProcessGroup> host, int
              ": world ranks ", missing, " cannot use NCCL on their GPU",
              problem.empty() ? std::string() : cat("; here: ", problem));
 
+  // Rank 0's unique id, with a word saying whether it made one (the other
+  // ranks would otherwise wait out the broadcast).
   ncclUniqueId id{};
   static_assert(sizeof id % sizeof(int64_t) == 0);
-  if (host->rank() == 0) check(library().get_unique_id(&id), "ncclGetUniqueId");
-  host->broadcast(&id, int64_t(sizeof id / sizeof(int64_t)), DType::i64, 0).wait();
+  constexpr size_t kWords = sizeof id / sizeof(int64_t);
+  std::vector<int64_t> message(kWords + 1, 0);
+  std::string made;
+  if (host->rank() == 0) {
+    try {
+      check(library().get_unique_id(&id), "ncclGetUniqueId");
+      std::memcpy(message.data(), &id, sizeof id);
+      message[kWords] = 1;
+    } catch (const Error& e) {
+      made = e.what();
+    }
+  }
+  host->broadcast(message.data(), int64_t(message.size()), DType::i64, 0).wait();
+  KILN_CHECK(message[kWords] == 1, "NCCL process group over ", host->describe(),
+             ": world rank ", host->world_ranks()[0], " could not make NCCL's unique id",
+             made.empty() ? std::string(" (its log says why)") : cat(": ", made));
+  std::memcpy(&id, message.data(), sizeof id);
   ncclComm_t comm = nullptr;
-  check(library().comm_init_rank(&comm, n, id, host->rank()), "ncclCommInitRank");
+  {
+    cuda::DeviceGuard on(device);  // NCCL's device
+    check(library().comm_init_rank(&comm, n, id, host->rank()), "ncclCommInitRank");
+  }
   return std::make_shared<NcclProcessGroup>(std::move(host), device, comm);
 }
 

@@ -6,12 +6,14 @@
 //   the host group's broadcast, and every rank first checks its device, so a
 //   rank without one fails them all with a message naming it (no rank is
 //   left in NCCL's bootstrap).
-// - Device buffers move over NCCL on the group's own stream (high
-//   priority), so collectives overlap the compute that does not need them.
-//   Called on the device's queue thread (kiln's CUDA kernels are), a
-//   collective follows the work enqueued there before it; called from
-//   another thread, its buffers must be ready (synchronise the device first).
-//   Host buffers go to the host group, so host code may use either.
+// - Device buffers move over NCCL on a stream beside the compute (high
+//   priority), so collectives overlap the compute that does not need them;
+//   the groups of one GPU share that stream and issue in the order of the
+//   calls, as NCCL asks of several communicators on one device. Called on
+//   the device's queue thread (kiln's CUDA kernels are), a collective
+//   follows the work enqueued there before it; called from another thread,
+//   its buffers must be ready (synchronise the device first). Host buffers
+//   go to the host group, so host code may use either.
 // - Reductions keep the interface's bits: a reduce-scatter is an exchange of
 //   chunks (grouped ncclSend/ncclRecv) and a rank-ordered reduction on the
 //   GPU (kiln/backend/cuda/rank_reduce.h), an all-reduce that plus an
@@ -21,8 +23,15 @@
 //   it on NCCL's asynchronous errors, and on the group's timeout aborts the
 //   communicator and names the collective, the group and the ranks that did
 //   not arrive (found by an exchange of collective counts over the host
-//   group, whose own timeout names ranks that never answer).
-// - split() splits the host group and the communicator (ncclCommSplit).
+//   group, whose own timeout names ranks that never answer; a send's or
+//   receive's peer is named). A call that fails part-issued aborts it too.
+// - Collectives captured into CUDA graphs run at each replay, which the
+//   poller watches as one collective. NCCL keeps a communicator until the
+//   graphs holding it are gone, so the group drops those graphs before it
+//   is destroyed or aborted; each is captured anew at its next replay.
+// - split() splits the host group and the communicator (ncclCommSplit),
+//   once the group's collectives issued so far are done.
+// - NCCL_COMM_BLOCKING=0 (non-blocking communicators) is refused.
 #pragma once
 #include <memory>
 

@@ -183,6 +183,36 @@ TEST_F(NcclCuda, ACompiledStepReplaysItsCollectivesInACudaGraph) {
   }
 }
 
+// NCCL keeps a communicator while a CUDA graph holds its collectives, so a
+// group drops its graphs when it goes; the programs are captured again on
+// the next group and give the same bits. (One rank: its graphs hold no
+// NCCL kernels, so the old group's destruction could not hang here.)
+TEST_F(NcclCuda, ReplayedStepsGoOnOnANewGroupAfterTheOldOneIsDestroyed) {
+  const Tensor w0 = random(256 * 128, DType::f32, 4).reshape({256, 128});
+  CompileOptions o;
+  o.donate = {0};
+  o.replay = true;
+  CompiledFunction step = compile(reduced_step, o);
+  auto run = [&](std::shared_ptr<dist::ProcessGroup> g) {
+    dist::set_current_mesh(std::make_shared<dist::DeviceMesh>(std::move(g), dist::MeshDegrees{}));
+    Tensor w = w0.to(kCuda0);
+    std::vector<float> losses;
+    for (uint64_t i = 0; i < 4; ++i) {
+      Tensor x = random(64 * 256, DType::f32, 10 + i).reshape({64, 256}).to(kCuda0);
+      std::vector<Tensor> out = step({w, x});
+      losses.push_back(out[0].item<float>());
+      w = out[1];
+    }
+    losses.push_back(sum(w).item<float>());
+    dist::set_current_mesh(nullptr);
+    return losses;
+  };
+  const std::vector<float> first = run(nccl);
+  nccl.reset();  // the last holder: the group goes, dropping its graphs
+  EXPECT_EQ(run(dist::device_group(host, kCuda0)), first);
+  EXPECT_EQ(step.last_programs().at(0)->replay_stats().refused, "");
+}
+
 TEST(RankOrderedReduce, MatchesTheHostReduction) {
   const int parts = 3;
   const int64_t count = 2500;

@@ -3,11 +3,13 @@
 // loads, rank 0's unique id reaches every rank over the MPI world, every
 // rank checks its device before NCCL's bootstrap and, finding none here,
 // all ranks fail together with an error naming the ranks and the reason,
-// none left waiting. On a GPU machine the group forms instead (the device
-// tests, nccl_cuda_test.cc, check its collectives).
+// none left waiting; NCCL_COMM_BLOCKING=0 is refused on every rank. On a
+// GPU machine the group forms instead (the device tests, nccl_cuda_test.cc,
+// check its collectives).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "kiln/backend/nccl/library.h"
@@ -15,6 +17,7 @@
 #include "kiln/dist/device_group.h"
 #include "kiln/dist/world.h"
 #include "kiln/runtime/backend.h"
+#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
@@ -52,6 +55,20 @@ TEST(NcclGroup, WithoutAGpuEveryRankFailsNamingThem) {
       << error;
   EXPECT_NE(error.find("here: "), std::string::npos) << error;
   // The world still works: nobody is stuck in NCCL.
+  w->barrier().wait();
+}
+
+// Non-blocking communicators return before their work is issued, which
+// the group's stream order does not follow: every rank refuses them.
+TEST(NcclGroup, NonBlockingCommunicatorsAreRefused) {
+  std::shared_ptr<dist::ProcessGroup> w = dist::world();
+  w->set_timeout(30s);
+  ASSERT_EQ(setenv("NCCL_COMM_BLOCKING", "0", 1), 0);
+  struct Unset {
+    ~Unset() { unsetenv("NCCL_COMM_BLOCKING"); }
+  } unset;
+  test::expect_error([&] { dist::device_group(w, Device{DeviceKind::cuda, 0}); },
+                     "NCCL_COMM_BLOCKING=0 makes NCCL's communicators non-blocking");
   w->barrier().wait();
 }
 
