@@ -1,5 +1,6 @@
 #include "kiln/backend/cuda/devices.h"
 
+#include <cudaTypedefs.h>  // PFN_cuDevicePrimaryCtxGetState_v7000
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -39,6 +40,33 @@ const Census& census() {
 
 std::string version(int v) { return cat(v / 1000, ".", v % 1000 / 10); }
 
+// cuDevicePrimaryCtxGetState, from the driver the runtime loaded (kiln does
+// not link libcuda); nullptr where the driver does not offer it. Looked up once.
+PFN_cuDevicePrimaryCtxGetState_v7000 primary_context_state() {
+  static const auto get_state = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    // 7000: the CUDA version whose signature the _v7000 typedef declares.
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 7000,
+                                                       cudaEnableDefault, &found);
+    if (err != cudaSuccess) cudaGetLastError();  // not sticky: clear it, as census() does
+    return reinterpret_cast<PFN_cuDevicePrimaryCtxGetState_v7000>(
+        err == cudaSuccess && found == cudaDriverEntryPointSuccess ? fn : nullptr);
+  }();
+  return get_state;
+}
+
+// Whether `device`'s primary context is active, so that making it current
+// creates nothing (as PyTorch's MaybeSetDevice asks; a CUdevice is its
+// ordinal). True where the driver cannot tell.
+bool has_primary_context(int device) {
+  PFN_cuDevicePrimaryCtxGetState_v7000 get_state = primary_context_state();
+  if (!get_state) return true;
+  unsigned int flags = 0;
+  int active = 0;
+  return get_state(device, &flags, &active) != CUDA_SUCCESS || active == 1;
+}
+
 cudaDeviceProp properties(int index) {
   cudaDeviceProp p{};
   KILN_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
@@ -75,8 +103,12 @@ DeviceGuard::DeviceGuard(int device) {
 }
 
 DeviceGuard::~DeviceGuard() {
+  // cudaSetDevice initialises the device's primary context (since CUDA 12):
+  // restoring device 0 on a thread that never chose one would hold a context
+  // (hundreds of MiB) on GPU 0 in every process of a multi-GPU run.
   int now = -1;
-  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_ && has_primary_context(previous_))
+    cudaSetDevice(previous_);
 }
 
 }  // namespace kiln::cuda

@@ -14,7 +14,9 @@ std::string device_name(int index);
 int compute_capability(int index);  // major * 10 + minor: 90 for sm_90
 
 // Makes `device` current on the calling thread for a scope (allocations and
-// events of that device from a host thread), then restores the previous one.
+// events of that device from a host thread), then restores the previous one
+// where its primary context is active; elsewhere (device 0 of a thread that
+// never chose one) restoring would create that context, so `device` stays.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);

@@ -11,6 +11,10 @@
 namespace kiln::cuda {
 
 void* PinnedMemory::allocate(size_t bytes) {
+  // A recording's private offload pool grows during its capture
+  // (private_memory.h): cudaHostAlloc is no part of the graph, and the pool
+  // keeps the block for it.
+  RelaxedCapture relaxed;
   return allocate_or_null(device_, [bytes](void** p) {
     return cudaHostAlloc(p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
   });

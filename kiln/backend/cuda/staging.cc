@@ -45,8 +45,9 @@ void Staging::download_on_stream(void* host, const void* device, size_t bytes) {
     KILN_CUDA_CHECK(cudaHostAlloc(&download_buffer_, kChunkBytes, cudaHostAllocPortable));
   for (size_t done = 0; done < bytes; done += kChunkBytes) {
     const size_t n = std::min(kChunkBytes, bytes - done);
+    // cudaMemcpyDefault: the source may be pinned host memory (the offload pool).
     KILN_CUDA_CHECK(cudaMemcpyAsync(download_buffer_, static_cast<const char*>(device) + done, n,
-                                    cudaMemcpyDeviceToHost, stream_));
+                                    cudaMemcpyDefault, stream_));
     KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(static_cast<char*>(host) + done, download_buffer_, n);
   }

@@ -40,12 +40,13 @@ std::string take_index_fault(int device) {
     if (it != slots.end()) slot = it->second;
   }
   if (!slot) return "";
-  // cudaMemcpyDefault: the slot's device need not be the calling thread's.
   IndexFault f;
   KILN_CUDA_CHECK(cudaMemcpy(&f, slot, sizeof f, cudaMemcpyDefault));
   if (!f.set) return "";
-  const IndexFault cleared{};
-  KILN_CUDA_CHECK(cudaMemcpy(slot, &cleared, sizeof f, cudaMemcpyDefault));
+  // Cleared on the stream the kernels record on, in order with them (a copy
+  // from pageable memory, on the legacy stream, could land after a later
+  // kernel recorded a fault, and wipe it).
+  KILN_CUDA_CHECK(cudaMemsetAsync(slot, 0, sizeof f, current_stream()));
   if (f.op == int(IndexOp::grouped_matmul) || f.op == int(IndexOp::grouped_matmul_weight_grad))
     return cat(kIndexOpNames[f.op], " (CUDA): group_sizes[", f.position, "] is ", f.value,
                " but ", f.size, " rows are left for it; group sizes must not be negative and "

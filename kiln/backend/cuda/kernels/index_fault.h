@@ -26,8 +26,9 @@ struct IndexFault {
 // allocated on first use on the current stream.
 IndexFault* index_fault_slot();
 
-// After `device`'s stream has been synchronised: the recorded fault as an
-// error message, and the record cleared; "" when there was none.
+// On `device`'s queue thread, after its stream has been synchronised: the
+// recorded fault as an error message, and the record cleared on that stream;
+// "" when there was none.
 std::string take_index_fault(int device);
 
 }  // namespace kiln::cuda
