@@ -1,6 +1,8 @@
 #include "kiln/runtime/allocator.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 
 #include "kiln/base/error.h"
 
@@ -22,7 +24,17 @@ std::string RawMemory::out_of_memory(size_t bytes, const MemoryStats& stats) {
              " bytes reserved, all of them in live tensors)");
 }
 
-CachingAllocator::~CachingAllocator() { empty_cache(); }
+// Never throws (a destructor that does terminates the process): a release
+// can fail for a reason it cannot act on (cudaFree returns errors of earlier
+// asynchronous work), so the failure is reported and the blocks left.
+CachingAllocator::~CachingAllocator() {
+  try {
+    empty_cache();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: warning: a memory pool could not return its memory: %s\n",
+                 e.what());
+  }
+}
 
 void* CachingAllocator::allocate(size_t bytes) {
   size_t size = round_size(bytes);
@@ -72,12 +84,21 @@ void CachingAllocator::empty_cache() {
   release_cached();
 }
 
+// Each block leaves the cache before it is released, so a release that
+// throws never leaves a freed block there to be handed out again.
 void CachingAllocator::release_cached() {
-  for (auto& [size, blocks] : cache_) {
-    for (void* p : blocks) raw_.release(p, size);
-    stats_.reserved -= static_cast<int64_t>(size * blocks.size());
+  while (!cache_.empty()) {
+    auto it = cache_.begin();
+    const size_t size = it->first;
+    if (it->second.empty()) {
+      cache_.erase(it);
+      continue;
+    }
+    void* p = it->second.back();
+    it->second.pop_back();
+    stats_.reserved -= static_cast<int64_t>(size);
+    raw_.release(p, size);
   }
-  cache_.clear();
 }
 
 }  // namespace kiln
