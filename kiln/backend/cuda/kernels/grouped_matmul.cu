@@ -26,6 +26,14 @@ Groups plan(const KernelArgs& a, const TensorRef& sizes, long long rows, IndexOp
   return g;
 }
 
+// The grid's second dimension holds the column tiles, at most 65535 of them.
+unsigned column_tiles(long long cols, const char* op) {
+  const long long tiles = (cols + kTile - 1) / kTile;
+  KILN_CHECK(tiles <= 65535, op, " (CUDA): ", cols, " output columns are more than the ",
+             65535LL * kTile, " its grid covers");
+  return unsigned(tiles);
+}
+
 void grouped(const KernelArgs& a) {
   visit_floating_storage(a.in[0].dtype, "grouped_matmul", [&](auto tag) {
     using T = decltype(tag);
@@ -36,7 +44,7 @@ void grouped(const KernelArgs& a) {
     // Each group adds at most one partial row tile.
     const long long row_tiles = (rows + kTile - 1) / kTile + g.experts;
     if (n > 0 && row_tiles > 0) {
-      dim3 grid(unsigned(row_tiles), unsigned((n + kTile - 1) / kTile));
+      dim3 grid(unsigned(row_tiles), column_tiles(n, "grouped_matmul"));
       grouped_k<T><<<grid, kThreads, 0, current_stream()>>>(x.ptr<const T>(), w.ptr<const T>(),
                                                             out.ptr<T>(), g, n, k, tw);
       KILN_CUDA_CHECK_LAUNCH();
@@ -52,7 +60,8 @@ void weight_grad(const KernelArgs& a) {
     const long long rows = ar.shape[0], P = ar.shape[1], Q = br.shape[1], E = out.shape[0];
     const Groups g = plan(a, a.in[2], rows, IndexOp::grouped_matmul_weight_grad);
     if (E == 0 || P == 0 || Q == 0) return;
-    dim3 grid(unsigned(E * ((P + kTile - 1) / kTile)), unsigned((Q + kTile - 1) / kTile));
+    dim3 grid(unsigned(E * ((P + kTile - 1) / kTile)),
+              column_tiles(Q, "grouped_matmul_weight_grad"));
     weight_grad_k<T><<<grid, kThreads, 0, current_stream()>>>(ar.ptr<const T>(), br.ptr<const T>(),
                                                               out.ptr<T>(), g, P, Q);
     KILN_CUDA_CHECK_LAUNCH();
