@@ -61,6 +61,19 @@ struct Prepared {
   size_t workspace = 0;
 
   explicit Prepared(const GemmProblem& p) {
+    try {
+      prepare(p);
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~Prepared() { release(); }
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+
+ private:
+  void prepare(const GemmProblem& p) {
     const bool f64 = p.dtype == DType::f64;
     KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
                                                f64 ? CUDA_R_64F : CUDA_R_32F));
@@ -71,42 +84,57 @@ struct Prepared {
     second = layout(type, p.second, p.batch);
     out = layout(data_type(p.out_dtype), p.out, p.batch);
 
-    cublasLtMatmulPreference_t pref = nullptr;
-    KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kMaxWorkspace);
-    // In place (ordered by counters) or none: never partial sums combined
-    // in a separate step.
-    set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-        uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE));
-    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(p.first.align));
-    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(p.second.align));
-    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(p.out.align));
-    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(p.out.align));
+    struct Preference {
+      cublasLtMatmulPreference_t p = nullptr;
+      ~Preference() {
+        if (p) cublasLtMatmulPreferenceDestroy(p);
+      }
+    } pref;
+    KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    set(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kMaxWorkspace);
+    // A K split's partial sums add up in f32 (f64): in place in the output
+    // (ordered by counters) where it is that wide, else in the workspace in
+    // the compute type, never rounded to a 16-bit output between parts.
+    const bool wide_out = itemsize(p.out_dtype) >= 4;
+    set(pref.p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+        uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE | (wide_out ? CUBLASLT_REDUCTION_SCHEME_INPLACE
+                                                            : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)));
+    set(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(p.first.align));
+    set(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(p.second.align));
+    set(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(p.out.align));
+    set(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(p.out.align));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), desc, first, second,
-                                                           out, out, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    KILN_CHECK(status == CUBLAS_STATUS_SUCCESS && found > 0, "matmul on CUDA: cuBLASLt has no "
-               "algorithm for the ", describe(p), " product (", cublasLtGetStatusString(status),
+                                                           out, out, pref.p, 1, &result, &found);
+    KILN_CHECK(status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS,
+               "matmul on CUDA: cuBLASLt has no algorithm for the ", describe(p), " product (",
+               cublasLtGetStatusString(status == CUBLAS_STATUS_SUCCESS && found > 0 ? result.state
+                                                                                  : status),
                "); this is a kiln bug: report the shapes");
     algo = result.algo;
     workspace = result.workspaceSize;
   }
-  ~Prepared() {
+
+  void release() {
     for (cublasLtMatrixLayout_t l : {first, second, out})
       if (l) cublasLtMatrixLayoutDestroy(l);
     if (desc) cublasLtMatmulDescDestroy(desc);
+    first = second = out = nullptr;
+    desc = nullptr;
   }
-  Prepared(const Prepared&) = delete;
-  Prepared& operator=(const Prepared&) = delete;
 
   static cublasLtMatrixLayout_t layout(cudaDataType_t type, const GemmMatrix& m, int64_t batch) {
     cublasLtMatrixLayout_t l = nullptr;
     KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, uint64_t(m.rows), uint64_t(m.cols), m.ld));
-    if (batch > 1) {
-      set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, int32_t(batch));
-      set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, m.batch_stride);
+    try {
+      if (batch > 1) {
+        set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, int32_t(batch));
+        set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, m.batch_stride);
+      }
+    } catch (...) {
+      cublasLtMatrixLayoutDestroy(l);
+      throw;
     }
     return l;
   }
