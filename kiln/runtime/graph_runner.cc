@@ -1,9 +1,12 @@
 #include "kiln/runtime/graph_runner.h"
 
+#include <algorithm>
 #include <climits>
+#include <memory>
 #include <optional>
 
 #include "kiln/base/error.h"
+#include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/executable.h"
@@ -75,6 +78,24 @@ std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool 
 
 namespace {
 
+// A run abandoned by an exception: on each device its values are on, what
+// its nodes started and no wait finished (an offload's transfer) ends after
+// the work enqueued so far and before their buffers go. After a failure on
+// the queue itself this task is dropped: the queue ended that work then.
+void finish_started_work(const std::vector<Tensor>& env) {
+  std::vector<Device> devices;
+  auto keep = std::make_shared<std::vector<std::shared_ptr<Storage>>>();
+  for (const Tensor& t : env) {
+    if (!t.defined() || !t.impl().storage) continue;
+    keep->push_back(t.impl().storage);
+    if (std::find(devices.begin(), devices.end(), t.device()) == devices.end())
+      devices.push_back(t.device());
+  }
+  for (Device d : devices)
+    backend(d).queue(d.index).enqueue([keep] { drain_in_flight(); },
+                                      "finishing the transfers of an abandoned graph run");
+}
+
 // run_graph, and with `regions` run_graph_compiling_regions.
 std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, const std::string& label,
                         const ProgramOptions* regions) {
@@ -101,33 +122,38 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
   if (regions) programs = region_programs(g, spmd_safe());
   auto next_program = programs.begin();
   std::vector<Tensor> args;
-  for (size_t i = 0; i < nodes.size();) {
-    const ir::Node& n = nodes[i];
-    if (next_program == programs.end() || next_program->first != i) {
+  try {
+    for (size_t i = 0; i < nodes.size();) {
+      const ir::Node& n = nodes[i];
+      if (next_program == programs.end() || next_program->first != i) {
+        args.clear();
+        for (ir::ValueId v : n.inputs) args.push_back(env[size_t(v)]);
+        OpPositionGuard where(cat("node ", i, " of ", label, ": ", ir::node_to_text(g, n)));
+        std::optional<RegionGuard> region;  // an enclosing trace keeps the node's region
+        if (n.region >= 0) region.emplace(g.region_name(n.region));
+        std::vector<Tensor> out = apply(*n.op, args, n.attrs, device);
+        for (size_t k = 0; k < out.size(); ++k) env[size_t(n.outputs[k])] = std::move(out[k]);
+        release_inputs_of(i, i + 1);
+        ++i;
+        continue;
+      }
+      size_t end = (next_program++)->second;
+      RegionSegment seg = extract_segment(g, i, end);
       args.clear();
-      for (ir::ValueId v : n.inputs) args.push_back(env[size_t(v)]);
-      OpPositionGuard where(cat("node ", i, " of ", label, ": ", ir::node_to_text(g, n)));
-      std::optional<RegionGuard> region;  // an enclosing trace keeps the node's region
-      if (n.region >= 0) region.emplace(g.region_name(n.region));
-      std::vector<Tensor> out = apply(*n.op, args, n.attrs, device);
-      for (size_t k = 0; k < out.size(); ++k) env[size_t(n.outputs[k])] = std::move(out[k]);
-      release_inputs_of(i, i + 1);
-      ++i;
-      continue;
+      for (ir::ValueId v : seg.inputs) args.push_back(env[size_t(v)]);
+      std::vector<Tensor> out;
+      {
+        OpPositionGuard where(cat("nodes ", i, "-", end - 1, " of ", label, " (region ",
+                                  g.region_name(n.region), ")"));
+        out = get_executable(seg.graph, args.empty() ? device : args[0].device(), *regions)->run(args, regions->replay);
+      }
+      for (size_t k = 0; k < out.size(); ++k) env[size_t(seg.outputs[k])] = std::move(out[k]);
+      release_inputs_of(i, end);
+      i = end;
     }
-    size_t end = (next_program++)->second;
-    RegionSegment seg = extract_segment(g, i, end);
-    args.clear();
-    for (ir::ValueId v : seg.inputs) args.push_back(env[size_t(v)]);
-    std::vector<Tensor> out;
-    {
-      OpPositionGuard where(cat("nodes ", i, "-", end - 1, " of ", label, " (region ",
-                                g.region_name(n.region), ")"));
-      out = get_executable(seg.graph, args.empty() ? device : args[0].device(), *regions)->run(args, regions->replay);
-    }
-    for (size_t k = 0; k < out.size(); ++k) env[size_t(seg.outputs[k])] = std::move(out[k]);
-    release_inputs_of(i, end);
-    i = end;
+  } catch (...) {
+    finish_started_work(env);
+    throw;
   }
   std::vector<Tensor> result;
   for (ir::ValueId v : g.outputs()) result.push_back(env[size_t(v)]);

@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
+#include "kiln/runtime/kernel.h"
 
 namespace kiln {
 
@@ -103,6 +104,10 @@ void DeviceQueue::run() {
         task.fn();
       } catch (const std::exception& e) {
         failure = cat(task.label, " failed: ", e.what());
+        // The tasks behind it are dropped, the waits for what earlier ones
+        // started among them: that work ends now, while the dropped tasks
+        // still hold its buffers.
+        drain_in_flight();
       }
     }
     task.fn = nullptr;  // release the buffers it holds outside the lock

@@ -77,6 +77,8 @@ void finish_transfer(const void* dst) {
   finish_where([&](const InFlight& t) { return t.dst == dst; });
 }
 
+size_t transfers_in_flight() { return t_in_flight.size(); }
+
 TransferScope::TransferScope() : depth_(++t_scope) {}
 
 void TransferScope::finish() {

@@ -19,6 +19,8 @@ namespace kiln {
 void start_transfer(Device device, const TensorRef& dst, const TensorRef& src);
 // The work issued after this waits for the transfer into `dst`, if any.
 void finish_transfer(const void* dst);
+// How many of the calling thread's transfers are in flight.
+size_t transfers_in_flight();
 
 // Held while a compiled program's kernels are issued: at its end the
 // transfers started inside it and not finished are finished, so every

@@ -18,6 +18,7 @@
 #include "kiln/ir/region.h"
 #include "kiln/ops/attention.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/indexing.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/offload.h"
 #include "kiln/ops/reduction.h"
@@ -28,7 +29,9 @@
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/recording.h"
 #include "kiln/runtime/region.h"
+#include "kiln/runtime/transfer.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
@@ -420,6 +423,70 @@ TEST(Offload, LowersDevicePeakEagerlyAndCompiled) {
               << " (+ " << off.offload / 1048576.0 << " in the offload pool; "
               << offloaded / 1048576.0 << " offloaded in the traced graph)\n";
   }
+}
+
+// A step abandoned between a reload's start and its wait (debug mode finds
+// the infinite gradient of sqrt at 0 in layer 2's backward, while layer 1's
+// activations are coming back) leaves no transfer in flight, and the next
+// step, which moves the same buffers, gives the bits of keeping everything.
+TEST(Offload, AnAbandonedStepLeavesNoTransferInFlight) {
+  auto loss = [](const std::vector<Tensor>& a) {
+    Tensor x = a[0];
+    for (int l = 0; l < kLayers; ++l) {
+      RegionGuard region("layers." + std::to_string(l));
+      Tensor h = matmul(x, a[size_t(l) + 1], false, true);
+      x = x + matmul(silu(h) * tanh(h), a[size_t(l) + 1]) * 0.1;
+      if (l == 2) x = x + sqrt(square(h) * a.back());
+    }
+    return std::vector<Tensor>{sum(square(x))};
+  };
+  std::vector<Tensor> args = stack_args(16, 32);
+  auto step = [&](RematPolicy p, double scale) {
+    std::vector<Tensor> a = args;
+    a.push_back(full({16, 32}, scale, DType::f32));
+    GradOptions o;
+    o.remat = p;
+    return value_and_grad(loss, o)(a);
+  };
+  {
+    EagerModeGuard debug(EagerMode::debug);
+    test::expect_error([&] { step(RematPolicy::offload, 0.0); }, "debug mode: ");
+  }
+  size_t in_flight = 1;
+  backend(kCPU).queue(0).enqueue([&] { in_flight = transfers_in_flight(); }, "counting transfers");
+  synchronize(kCPU);
+  EXPECT_EQ(in_flight, 0u);
+  expect_same(step(RematPolicy::none, 1.0), step(RematPolicy::offload, 1.0), "the next step");
+}
+
+// The same when the step fails on the device's queue (a bad index, in
+// layer 2's forward after its offloads started): the queue ends the work
+// the dropped tasks would have waited for.
+TEST(Offload, AStepFailedOnTheQueueLeavesNoTransferInFlight) {
+  auto loss = [](const std::vector<Tensor>& a) {
+    Tensor x = a[0];
+    for (int l = 0; l < kLayers; ++l) {
+      RegionGuard region("layers." + std::to_string(l));
+      Tensor h = matmul(x, a[size_t(l) + 1], false, true);
+      x = x + matmul(silu(h) * tanh(h), a[size_t(l) + 1]) * 0.1;
+      if (l == 2) x = x + sum(embedding(a[1], a.back()));
+    }
+    return std::vector<Tensor>{sum(square(x))};
+  };
+  std::vector<Tensor> args = stack_args(16, 32);
+  auto step = [&](RematPolicy p, int64_t id) {
+    std::vector<Tensor> a = args;
+    a.push_back(from_vector(std::vector<int64_t>{id}, {1}));
+    GradOptions o;
+    o.remat = p;
+    return value_and_grad(loss, o)(a);
+  };
+  test::expect_error([&] { step(RematPolicy::offload, 1000).values[0].item<float>(); },
+                     "out of range");
+  size_t in_flight = 1;
+  backend(kCPU).queue(0).enqueue([&] { in_flight = transfers_in_flight(); }, "counting transfers");
+  synchronize(kCPU);
+  EXPECT_EQ(in_flight, 0u);
 }
 
 TEST(Offload, OpsAreTheIdentityWithTheIdentityGradient) {
