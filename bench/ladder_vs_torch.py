@@ -316,15 +316,21 @@ def torch_trainer(spec, model):
     warm = max(1, s["warmup_steps"])
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / warm))
     params = [p for p in model.parameters()]
-    forward = torch.compile(model) if spec.get("compile") else model
     bf16 = spec["precision"] == "bfloat16"
     vocab = spec["model"]["vocab_size"]
     device = torch.device(spec.get("device", "cpu"))
 
-    def step(ids):
+    def loss_of(ids):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = forward(input_ids=ids[:, :-1]).logits
-        loss = F.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
+            logits = model(input_ids=ids[:, :-1]).logits
+        return F.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
+
+    # torch.compile gets the loss too, as kiln's graph trainer has it: Inductor
+    # may fuse the cast and the cross-entropy instead of running them eagerly.
+    forward_loss = torch.compile(loss_of) if spec.get("compile") else loss_of
+
+    def step(ids):
+        loss = forward_loss(ids)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, t["max_norm"])
         opt.step()
@@ -340,7 +346,9 @@ def torch_worker(spec):
     import torch
     torch.set_num_threads(spec["threads"])
     device = torch.device(spec.get("device", "cpu"))
-    step = torch_trainer(spec, torch_model(spec).to(device))
+    with device:  # the weights are drawn where they train, not on the host and then moved
+        model = torch_model(spec)
+    step = torch_trainer(spec, model)
     t = spec["training"]
     batch, seq, vocab = t["local_batch_size"], t["seq_len"], spec["model"]["vocab_size"]
     gen = torch.Generator().manual_seed(0)

@@ -5,13 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <string>
 
 #include "kiln/runtime/backend.h"
 
 int main(int argc, char** argv) {
   kiln::Backend* cuda = kiln::find_backend(kiln::DeviceKind::cuda);
   if (!cuda || cuda->device_count() == 0) {
-    std::cout << "skipped: no CUDA device\n";
+    std::cout << "skipped: no CUDA device ("
+              << (cuda ? cuda->no_device_reason() : std::string("no CUDA backend")) << ")\n";
     return 0;
   }
   ::testing::InitGoogleTest(&argc, argv);
