@@ -113,7 +113,8 @@ run() {
   local summary=$logs/summary.txt failures=$logs/failures.txt failed=0 deadline=$((SECONDS + 470))
   : >"$failures"
   # $OUT brings back a few files: the summary, the failures and one archive of the logs.
-  trap 'cp "$summary" "$failures" "$out/" 2>/dev/null; tar -C "$work" -czf "$out/logs.tar.gz" logs 2>/dev/null' EXIT
+  # shellcheck disable=SC2064  # expanded now: the trap runs after run() returns
+  trap "cp '$summary' '$failures' '$out/' 2>/dev/null; tar -C '$work' -czf '$out/logs.tar.gz' logs 2>/dev/null" EXIT
   local pack_root
   pack_root=$(cat "$work/pack_root")
   [ -e "$pack_root" ] || { mkdir -p "$(dirname "$pack_root")" && ln -s "$root" "$pack_root"; }
@@ -176,7 +177,7 @@ run() {
     elif [ "$rc" -ne 0 ]; then verdict="FAILED (exit $rc)"; failure "$name" "$verdict" "$log"
     elif grep -q "skipped: no CUDA device" "$log"; then
       verdict=skipped
-      [ "$gpu" = 1 ] && { verdict="SKIPPED with a GPU"; failure "$name" "$verdict" "$log"; }
+      if [ "$gpu" = 1 ]; then verdict="SKIPPED with a GPU"; failure "$name" "$verdict" "$log"; fi
     fi
     printf '%-28s %-18s %4ds\n' "$name" "$verdict" $((SECONDS - start)) | tee -a "$summary"
   }
@@ -194,17 +195,19 @@ run() {
     local first='^(cuda_graph|transfer|flash_attention|linear_cross_entropy|grouped_matmul|nccl)_cuda_test$'
     local last='^train_cuda_test$' name env cmd b
     while IFS='|' read -r name env cmd; do
-      [[ $name =~ $first ]] && run_test "$name" "$env" "$cmd" 150
+      if [[ $name =~ $first ]]; then run_test "$name" "$env" "$cmd" 150; fi
     done <"$work/tests.tsv"
-    [ -x "$work/build/bench/cuda_fused_kernels_bench" ] && run_bench "$work/build/bench/cuda_fused_kernels_bench"
+    if [ -x "$work/build/bench/cuda_fused_kernels_bench" ]; then
+      run_bench "$work/build/bench/cuda_fused_kernels_bench"
+    fi
     while IFS='|' read -r name env cmd; do
-      [[ $name =~ $first || $name =~ $last ]] || run_test "$name" "$env" "$cmd" 150
+      if ! [[ $name =~ $first || $name =~ $last ]]; then run_test "$name" "$env" "$cmd" 150; fi
     done <"$work/tests.tsv"
     for b in "$work"/build/bench/*; do
-      [ -x "$b" ] && [ "$(basename "$b")" != cuda_fused_kernels_bench ] && run_bench "$b"
+      if [ -x "$b" ] && [ "$(basename "$b")" != cuda_fused_kernels_bench ]; then run_bench "$b"; fi
     done
     while IFS='|' read -r name env cmd; do
-      [[ $name =~ $last ]] && run_test "$name" "$env" "$cmd" 300
+      if [[ $name =~ $last ]]; then run_test "$name" "$env" "$cmd" 300; fi
     done <"$work/tests.tsv"
   }
   # Training against PyTorch on the GPU (torch is there): the fused graph
