@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
+#include "kiln/runtime/device_fault.h"
 #include "kiln/runtime/kernel.h"
 
 namespace kiln {
@@ -102,6 +103,9 @@ void DeviceQueue::run() {
       }
       try {
         task.fn();
+      } catch (const DeviceFault& e) {
+        failure = device_failure(e.what());
+        drain_in_flight();
       } catch (const std::exception& e) {
         failure = cat(task.label, " failed: ", e.what());
         // The tasks behind it are dropped, the waits for what earlier ones

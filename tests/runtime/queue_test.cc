@@ -1,6 +1,6 @@
 // The device queue's synchronisation hook: what a device that runs work
-// after its tasks return (a CUDA stream) reports at synchronize(), and
-// which tasks the error names.
+// after its tasks return (a CUDA stream) reports at synchronize() or a task
+// meets later (a DeviceFault), and which tasks the error names.
 #include "kiln/runtime/queue.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kiln/base/error.h"
+#include "kiln/runtime/device_fault.h"
 
 namespace kiln {
 namespace {
@@ -73,6 +74,20 @@ TEST(DeviceQueue, TheDeviceIsWaitedForEvenAfterATaskFailed) {
   q.enqueue([] { ADD_FAILURE() << "work behind an error must be dropped"; }, "op 'y'");
   EXPECT_EQ(sync_error(q), "op 'x' (eager op #3) failed: bad launch");
   EXPECT_EQ(syncs, 1);
+}
+
+// A fault of earlier work met by a later task's call (CUDA's sticky
+// errors) names the tasks since the last synchronisation, not that task.
+TEST(DeviceQueue, ADeviceFaultMetByATaskNamesTheTasksSinceTheLastSynchronisation) {
+  DeviceQueue q("test");
+  q.set_sync_hook([] {});
+  q.enqueue([] {}, "op 'a'");
+  q.enqueue([] { throw DeviceFault("illegal address"); }, "op 'b'");
+  q.enqueue([] { ADD_FAILURE() << "work behind an error must be dropped"; }, "op 'c'");
+  EXPECT_EQ(sync_error(q),
+            "the device failed in one of the 2 tasks run since the last synchronisation (op 'a', "
+            "op 'b'); KILN_EAGER_MODE=debug synchronises after every op and names the one: "
+            "illegal address");
 }
 
 }  // namespace
