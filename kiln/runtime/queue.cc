@@ -105,14 +105,13 @@ void DeviceQueue::run() {
         task.fn();
       } catch (const DeviceFault& e) {
         failure = device_failure(e.what());
-        drain_in_flight();
       } catch (const std::exception& e) {
         failure = cat(task.label, " failed: ", e.what());
-        // The tasks behind it are dropped, the waits for what earlier ones
-        // started among them: that work ends now, while the dropped tasks
-        // still hold its buffers.
-        drain_in_flight();
       }
+      // The tasks behind a failure are dropped, the waits for what earlier
+      // ones started among them: that work ends now, while the dropped
+      // tasks still hold its buffers.
+      if (!failure.empty()) drain_in_flight();
     }
     task.fn = nullptr;  // release the buffers it holds outside the lock
     lock.lock();

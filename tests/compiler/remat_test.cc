@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
 #include "kiln/autograd/grad.h"
@@ -425,37 +426,50 @@ TEST(Offload, LowersDevicePeakEagerlyAndCompiled) {
   }
 }
 
-// A step abandoned between a reload's start and its wait (debug mode finds
-// the infinite gradient of sqrt at 0 in layer 2's backward, while layer 1's
-// activations are coming back) leaves no transfer in flight, and the next
-// step, which moves the same buffers, gives the bits of keeping everything.
-TEST(Offload, AnAbandonedStepLeavesNoTransferInFlight) {
-  auto loss = [](const std::vector<Tensor>& a) {
+// value_and_grad of the stack of stack_loss's shape with `extra(h, last)`
+// added to layer 2's output, on `args` and `last`.
+ValueAndGrad step_with_layer_2(const std::function<Tensor(const Tensor&, const Tensor&)>& extra,
+                               RematPolicy p, const std::vector<Tensor>& args, const Tensor& last) {
+  auto loss = [&](const std::vector<Tensor>& a) {
     Tensor x = a[0];
     for (int l = 0; l < kLayers; ++l) {
       RegionGuard region("layers." + std::to_string(l));
       Tensor h = matmul(x, a[size_t(l) + 1], false, true);
       x = x + matmul(silu(h) * tanh(h), a[size_t(l) + 1]) * 0.1;
-      if (l == 2) x = x + sqrt(square(h) * a.back());
+      if (l == 2) x = x + extra(h, a.back());
     }
     return std::vector<Tensor>{sum(square(x))};
   };
-  std::vector<Tensor> args = stack_args(16, 32);
+  std::vector<Tensor> a = args;
+  a.push_back(last);
+  GradOptions o;
+  o.remat = p;
+  return value_and_grad(loss, o)(a);
+}
+
+// The transfers in flight on cpu:0's queue thread.
+size_t cpu_transfers_in_flight() {
+  size_t n = 0;
+  backend(kCPU).queue(0).enqueue([&] { n = transfers_in_flight(); }, "counting transfers");
+  synchronize(kCPU);
+  return n;
+}
+
+// A step abandoned between a reload's start and its wait (debug mode finds
+// the infinite gradient of sqrt at 0 in layer 2's backward, while layer 1's
+// activations are coming back) leaves no transfer in flight, and the next
+// step, which moves the same buffers, gives the bits of keeping everything.
+TEST(Offload, AnAbandonedStepLeavesNoTransferInFlight) {
+  auto root = [](const Tensor& h, const Tensor& scale) { return sqrt(square(h) * scale); };
+  const std::vector<Tensor> args = stack_args(16, 32);
   auto step = [&](RematPolicy p, double scale) {
-    std::vector<Tensor> a = args;
-    a.push_back(full({16, 32}, scale, DType::f32));
-    GradOptions o;
-    o.remat = p;
-    return value_and_grad(loss, o)(a);
+    return step_with_layer_2(root, p, args, full({16, 32}, scale, DType::f32));
   };
   {
     EagerModeGuard debug(EagerMode::debug);
     test::expect_error([&] { step(RematPolicy::offload, 0.0); }, "debug mode: ");
   }
-  size_t in_flight = 1;
-  backend(kCPU).queue(0).enqueue([&] { in_flight = transfers_in_flight(); }, "counting transfers");
-  synchronize(kCPU);
-  EXPECT_EQ(in_flight, 0u);
+  EXPECT_EQ(cpu_transfers_in_flight(), 0u);
   expect_same(step(RematPolicy::none, 1.0), step(RematPolicy::offload, 1.0), "the next step");
 }
 
@@ -463,30 +477,16 @@ TEST(Offload, AnAbandonedStepLeavesNoTransferInFlight) {
 // layer 2's forward after its offloads started): the queue ends the work
 // the dropped tasks would have waited for.
 TEST(Offload, AStepFailedOnTheQueueLeavesNoTransferInFlight) {
-  auto loss = [](const std::vector<Tensor>& a) {
-    Tensor x = a[0];
-    for (int l = 0; l < kLayers; ++l) {
-      RegionGuard region("layers." + std::to_string(l));
-      Tensor h = matmul(x, a[size_t(l) + 1], false, true);
-      x = x + matmul(silu(h) * tanh(h), a[size_t(l) + 1]) * 0.1;
-      if (l == 2) x = x + sum(embedding(a[1], a.back()));
-    }
-    return std::vector<Tensor>{sum(square(x))};
-  };
-  std::vector<Tensor> args = stack_args(16, 32);
-  auto step = [&](RematPolicy p, int64_t id) {
-    std::vector<Tensor> a = args;
-    a.push_back(from_vector(std::vector<int64_t>{id}, {1}));
-    GradOptions o;
-    o.remat = p;
-    return value_and_grad(loss, o)(a);
-  };
-  test::expect_error([&] { step(RematPolicy::offload, 1000).values[0].item<float>(); },
-                     "out of range");
-  size_t in_flight = 1;
-  backend(kCPU).queue(0).enqueue([&] { in_flight = transfers_in_flight(); }, "counting transfers");
-  synchronize(kCPU);
-  EXPECT_EQ(in_flight, 0u);
+  auto lookup = [](const Tensor& h, const Tensor& ids) { return sum(embedding(h, ids)); };
+  test::expect_error(
+      [&] {
+        step_with_layer_2(lookup, RematPolicy::offload, stack_args(16, 32),
+                          from_vector(std::vector<int64_t>{1000}, {1}))
+            .values[0]
+            .item<float>();
+      },
+      "out of range");
+  EXPECT_EQ(cpu_transfers_in_flight(), 0u);
 }
 
 TEST(Offload, OpsAreTheIdentityWithTheIdentityGradient) {
