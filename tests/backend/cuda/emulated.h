@@ -1,9 +1,10 @@
 // Runs kiln's CUDA kernels on the CPU, to check their indexing, masking and
 // synchronisation where there is no GPU. Include this first, then a kernel
 // header of kiln/backend/cuda/kernels (its device code compiles as host
-// C++); launch() runs the grid block by block, each block as blockDim.x
-// std::threads meeting at real barriers for __syncthreads and, per warp of
-// 32, for the shuffles. Shared memory is a static array (KILN_BLOCK_SHARED)
+// C++), or a generated kernel's source; launch() runs the grid block by
+// block, each block's threads (x fastest, then y; warps of 32 of that order,
+// as on the GPU) as std::threads meeting at real barriers for __syncthreads
+// and, per warp, for the shuffles. Shared memory is a static array (KILN_BLOCK_SHARED)
 // or the block's dynamic buffer. Tensor-core fragments (nvcuda::wmma, 16 x
 // 16 x 16) hold their whole tile in every lane, in f32, and multiply it in
 // order: the fragment API's meaning, not the hardware's layout or rounding.
@@ -23,9 +24,12 @@
 #include <type_traits>
 #include <atomic>
 #include <barrier>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -33,6 +37,9 @@ inline thread_local uint3 threadIdx, blockIdx;
 inline thread_local dim3 blockDim, gridDim;
 
 namespace kiln::cuda::emulated {
+
+inline thread_local int thread_rank;  // within the block: x + y * blockDim.x
+inline int lane() { return thread_rank % 32; }
 
 struct Block {
   Block(int threads, size_t dynamic_bytes) : all(threads), dynamic(dynamic_bytes / 128 + 1) {
@@ -58,10 +65,10 @@ template <class T>
 T exchange(T v, int from) {
   static_assert(sizeof(T) <= 8);
   Block& b = *current;
-  const int w = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int w = thread_rank / 32;
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof v);
-  b.slots[size_t(w)][size_t(lane)] = bits;
+  b.slots[size_t(w)][size_t(lane())] = bits;
   b.warps[size_t(w)]->arrive_and_wait();
   const uint64_t got = b.slots[size_t(w)][size_t(from)];
   b.warps[size_t(w)]->arrive_and_wait();  // every lane has read before the next offer
@@ -70,28 +77,72 @@ T exchange(T v, int from) {
   return r;
 }
 
-// Runs kernel(args...) over `grid` blocks of `threads` threads with
+// The threads blocks run on, made once and kept: run(n, body) runs body(t)
+// for t = 0 .. n-1, each on a thread of its own, and returns when all have.
+// (Threads made per block cost more than the kernels.) Never destroyed:
+// its threads wait for work until the process ends, so a shared object
+// holding it is never unloaded.
+class Team {
+ public:
+  static Team& get() {
+    static Team* team = new Team;
+    return *team;
+  }
+  void run(int n, const std::function<void(int)>& body) {
+    std::unique_lock lock(mu_);
+    while (int(workers_) < n) std::thread([this, i = workers_++] { work(i); }).detach();
+    body_ = &body;
+    active_ = n;
+    running_ = n;
+    ++generation_;
+    start_.notify_all();
+    done_.wait(lock, [&] { return running_ == 0; });
+  }
+
+ private:
+  void work(int i) {
+    uint64_t seen = 0;
+    std::unique_lock lock(mu_);
+    for (;;) {
+      start_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (i >= active_) continue;
+      const std::function<void(int)>& body = *body_;
+      lock.unlock();
+      body(i);
+      lock.lock();
+      if (--running_ == 0) done_.notify_one();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* body_ = nullptr;
+  uint64_t generation_ = 0;
+  int workers_ = 0, active_ = 0, running_ = 0;
+};
+
+// Runs kernel(args...) over `grid` blocks of `block_dim` threads with
 // `dynamic_bytes` of dynamic shared memory, one block after another.
 template <class... P, class... A>
-void launch(dim3 grid, int threads, size_t dynamic_bytes, void (*kernel)(P...), A... args) {
+void launch(dim3 grid, dim3 block_dim, size_t dynamic_bytes, void (*kernel)(P...), A... args) {
+  const int threads = int(block_dim.x * block_dim.y * block_dim.z);
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         Block block(threads, dynamic_bytes);
-        std::vector<std::thread> team;
-        for (int t = 0; t < threads; ++t)
-          team.emplace_back([&, t] {
-            threadIdx = {unsigned(t), 0, 0};
-            blockIdx = {x, y, z};
-            blockDim = dim3(unsigned(threads));
-            gridDim = grid;
-            current = &block;
-            kernel(args...);
-            // A thread that has returned no longer holds the others up.
-            block.warps[size_t(t / 32)]->arrive_and_drop();
-            block.all.arrive_and_drop();
-          });
-        for (std::thread& th : team) th.join();
+        Team::get().run(threads, [&](int t) {
+          thread_rank = t;
+          threadIdx = {unsigned(t) % block_dim.x, unsigned(t) / block_dim.x % block_dim.y,
+                       unsigned(t) / (block_dim.x * block_dim.y)};
+          blockIdx = {x, y, z};
+          blockDim = block_dim;
+          gridDim = grid;
+          current = &block;
+          kernel(args...);
+          // A thread that has returned no longer holds the others up.
+          block.warps[size_t(t / 32)]->arrive_and_drop();
+          block.all.arrive_and_drop();
+        });
       }
 }
 
@@ -112,7 +163,7 @@ inline int __syncthreads_or(int predicate) {
 
 template <class T>
 T __shfl_xor_sync(unsigned, T v, int lane_mask) {
-  return kiln::cuda::emulated::exchange(v, int(threadIdx.x % 32) ^ lane_mask);
+  return kiln::cuda::emulated::exchange(v, kiln::cuda::emulated::lane() ^ lane_mask);
 }
 
 template <class T>
@@ -157,7 +208,7 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const 
 
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
                               unsigned ldm, layout_t layout) {
-  if (threadIdx.x % 32 != 0) return;  // every lane holds the tile: one writes it
+  if (kiln::cuda::emulated::lane() != 0) return;  // every lane holds the tile: one writes it
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) (layout == mem_row_major ? p[i * ldm + j] : p[j * ldm + i]) = f.v[i][j];
 }

@@ -23,13 +23,12 @@
 
 #include "kiln/base/error.h"
 #include "kiln/codegen/elementwise_ops.h"
-#include "kiln/compiler/pipeline.h"
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/tensor.h"
 #include "tests/backend/cuda/against_cpu.h"
+#include "tests/backend/cuda/codegen_cases.h"
 #include "tests/support/spread_values.h"
-#include "tests/compiler/random_graphs.h"
 
 namespace kiln::cuda {
 namespace {
@@ -155,20 +154,9 @@ TEST(FusedCuda, CreationOps) {
 }
 
 TEST(FusedCuda, ReductionsOverEveryWalk) {
-  struct Walk {
-    const char* name;
-    Shape shape;
-    ir::IntList axes;
-    bool keepdim;
-  };
-  const Walk walks[] = {
-      {"rows", {6, 300}, {1}, false},           {"columns", {300, 40}, {0}, true},
-      {"two-pass rows", {3, 40000}, {1}, false}, {"two-pass columns", {40000, 16}, {0}, false},
-      {"all", {5, 7, 9}, {}, false},             {"middle", {4, 50, 6}, {1}, true},
-  };
   for (const char* name : {"sum", "mean", "max", "min"})
     for (DType t : kAllDTypes)
-      for (const Walk& w : walks) {
+      for (const test::Walk& w : test::reduction_walks()) {
         const Tensor x = spread_tensor(t, w.shape, 6);
         const ir::Attrs attrs{{"axes", w.axes}, {"keepdim", w.keepdim}};
         const std::string what = cat(name, " ", dtype_name(t), " ", w.name);
@@ -241,19 +229,12 @@ TEST(FusedCuda, MaxAndMinPropagateNaN) {
 
 TEST(FusedCuda, FusedNodesOfRandomGraphs) {
   int fused = 0;
-  for (uint32_t seed = 0; seed < 30; ++seed) {
-    const ir::Graph g = compiler::optimize(compiler::test::random_graph(seed), {});
-    for (const ir::Node& n : g.nodes()) {
-      if (n.op->name != "fused") continue;
-      std::vector<Tensor> in;
-      for (size_t i = 0; i < n.inputs.size(); ++i)
-        in.push_back(spread_tensor(g.type(n.inputs[i]).dtype, g.type(n.inputs[i]).shape, seed * 31 + i));
-      const std::string what = cat("seed ", seed, " node ", fused++, "\n", n.attrs.s("body"));
-      auto r = run_both(*n.op, in, n.attrs, what);
-      ASSERT_TRUE(r) << what;
-      for (size_t i = 0; i < r->cpu.size(); ++i) expect_close(r->gpu[i], r->cpu[i], true, what);
-    }
-  }
+  test::for_each_random_fused_node(30, [&](uint32_t seed, const ir::Node& n, const std::vector<Tensor>& in) {
+    const std::string what = cat("seed ", seed, " node ", fused++, "\n", n.attrs.s("body"));
+    auto r = run_both(*n.op, in, n.attrs, what);
+    ASSERT_TRUE(r) << what;
+    for (size_t i = 0; i < r->cpu.size(); ++i) expect_close(r->gpu[i], r->cpu[i], true, what);
+  });
   EXPECT_GT(fused, 30);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "kiln/backend/cuda/stream.h"
 #include "kiln/base/error.h"
 #include "kiln/codegen/expr.h"
 
@@ -326,6 +327,35 @@ Launch launch_of(const Plan& p) {
 
 int pointer_count(const Plan& p) {
   return int(p.operands.size()) + (p.reduction ? result_count(p) + 1 : 0);
+}
+
+Call make_call(const Plan& plan, const cg::Binding& b, std::span<const uint64_t> constants, Variant natural) {
+  const Launch l = launch_of(plan);
+  Call c;
+  c.variant = b.space == plan.natural ? natural : Variant::shape_generic;
+  const size_t pointers = size_t(pointer_count(plan));
+  c.args.assign(pointers + std::max<size_t>(1, constants.size()), 0);
+  for (size_t i = 0; i < plan.operands.size(); ++i)
+    if (plan.operands[i].role != OperandRole::constant)
+      c.args[i] = reinterpret_cast<uint64_t>(b.data[i]);  // arange operands compute their values
+  for (size_t j = 0; j < b.results.size(); ++j)
+    c.args[plan.operands.size() + j] = reinterpret_cast<uint64_t>(b.results[j]->data);
+  std::copy(constants.begin(), constants.end(), c.args.begin() + ptrdiff_t(pointers));
+  if (c.variant == Variant::shape_generic) {
+    const std::vector<uint64_t> layout = layout_arguments(plan, b.space);
+    c.args.insert(c.args.end(), layout.begin(), layout.end());
+  }
+  if (!plan.reduction) {
+    c.grids.push_back({kEvalSymbol, grid_for(l.positions), kBlock, 1});
+    return c;
+  }
+  c.grids.push_back({kFoldSymbol, l.blocks, l.block_x, l.block_y});
+  if (l.chunks > 1) {
+    c.grids.push_back({kCombineSymbol, l.blocks2, l.block2_x, l.block2_y});
+    c.partial_bytes = size_t(plan.reduction->results * l.chunks * l.acc_bytes);
+    c.partials_word = pointers - 1;
+  }
+  return c;
 }
 
 std::string generate_source(const Plan& plan, const cg::Space& space, Variant variant) {

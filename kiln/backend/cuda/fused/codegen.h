@@ -34,6 +34,7 @@
 // The pass that folds last divides means and stores the result dtype.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,28 @@ Launch launch_of(const codegen::Plan& plan);
 int pointer_count(const codegen::Plan& plan);
 
 enum class Variant { specialised, shape_generic };
+
+// One call of a plan's kernels over bound buffers, as the host launches it:
+// the variant (`natural` in the plan's natural layout, else shape_generic),
+// the argument struct's words, and the launches in order (the main kernel,
+// then kiln_fused_combine for a reduction of several chunks). Such a
+// reduction needs partial_bytes of device scratch, whose address the caller
+// writes into args[partials_word].
+struct Call {
+  struct Grid {
+    const char* symbol;
+    int64_t blocks;
+    int x, y;  // threads per block
+  };
+  Variant variant = Variant::shape_generic;
+  std::vector<uint64_t> args;
+  std::vector<Grid> grids;
+  size_t partial_bytes = 0;
+  size_t partials_word = 0;
+};
+// `constants`: full_constants() of the plan (codegen/expr.h).
+Call make_call(const codegen::Plan& plan, const codegen::Binding& b, std::span<const uint64_t> constants,
+               Variant natural);
 
 // The CUDA C source of the kernels of `plan` for buffers laid out as `space`
 // (shape_generic: only its rank matters). A shape_generic reduction always

@@ -74,32 +74,12 @@ class FusedKernel {
     if (empty()) return;
     for (const TensorRef* r : b.results)
       KILN_CHECK(r->contiguous(), "CUDA fused kernel: a reduction's result must be contiguous");
-    const Variant variant = b.space == plan_.natural ? natural : Variant::shape_generic;
-    const int device = current_device();
-    const Kernels k = kernels(device, b.space, variant);
+    Call call = make_call(plan_, b, constants_, natural);
+    if (call.partial_bytes > 0) call.args[call.partials_word] = reinterpret_cast<uint64_t>(scratch(call.partial_bytes));
+    const Kernels k = kernels(current_device(), b.space, call.variant);
     cudaStream_t stream = current_stream();
-    // The argument struct of codegen.h: pointers, constants, then the layout.
-    std::vector<uint64_t> args(size_t(pointer_count(plan_)) + std::max<size_t>(1, constants_.size()));
-    for (size_t i = 0; i < plan_.operands.size(); ++i)
-      if (plan_.operands[i].role != codegen::OperandRole::constant)
-        args[i] = reinterpret_cast<uint64_t>(b.data[i]);  // arange operands compute their values
-    for (size_t j = 0; j < b.results.size(); ++j)
-      args[plan_.operands.size() + j] = reinterpret_cast<uint64_t>(b.results[j]->data);
-    if (plan_.reduction && launch_.chunks > 1)
-      args[size_t(pointer_count(plan_)) - 1] = reinterpret_cast<uint64_t>(
-          scratch(size_t(plan_.reduction->results * launch_.chunks * launch_.acc_bytes)));
-    std::copy(constants_.begin(), constants_.end(), args.begin() + pointer_count(plan_));
-    if (variant == Variant::shape_generic) {
-      const std::vector<uint64_t> layout = layout_arguments(plan_, b.space);
-      args.insert(args.end(), layout.begin(), layout.end());
-    }
-    if (!plan_.reduction) {
-      launch(k.main, grid_for(launch_.positions), kBlock, 1, args.data(), stream);
-      return;
-    }
-    launch(k.main, launch_.blocks, launch_.block_x, launch_.block_y, args.data(), stream);
-    if (launch_.chunks > 1)
-      launch(k.combine, launch_.blocks2, launch_.block2_x, launch_.block2_y, args.data(), stream);
+    for (const Call::Grid& g : call.grids)
+      launch(g.symbol == kCombineSymbol ? k.combine : k.main, g.blocks, g.x, g.y, call.args.data(), stream);
   }
 
  private:
