@@ -167,6 +167,13 @@ T __shfl_xor_sync(unsigned, T v, int lane_mask) {
 }
 
 template <class T>
+T __shfl_down_sync(unsigned, T v, unsigned delta) {
+  const int from = kiln::cuda::emulated::lane() + int(delta);
+  const T got = kiln::cuda::emulated::exchange(v, from < 32 ? from : kiln::cuda::emulated::lane());
+  return got;
+}
+
+template <class T>
 T __shfl_sync(unsigned, T v, int src_lane) {
   return kiln::cuda::emulated::exchange(v, src_lane);
 }
@@ -177,6 +184,8 @@ inline unsigned atomicCAS(unsigned* address, unsigned compare, unsigned value) {
 }
 
 inline long long min(long long a, long long b) { return a < b ? a : b; }
+// CUDA's math functions device code calls unqualified.
+using std::isfinite;
 
 namespace nvcuda::wmma {
 

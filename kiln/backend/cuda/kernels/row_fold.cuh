@@ -26,8 +26,8 @@ using codegen::SumOp;
 template <class Op, class Load>
 __device__ auto block_fold(const Op& op, long long length, Load load) {
   using C = decltype(op.identity);
-  __shared__ C part[kFoldWarps];
-  __shared__ C result;
+  KILN_BLOCK_SHARED C part[kFoldWarps];
+  KILN_BLOCK_SHARED C result;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const long long chunks = length > kFoldChunk ? (length + kFoldChunk - 1) / kFoldChunk : 1;
   C acc = op.identity;  // thread 0's
