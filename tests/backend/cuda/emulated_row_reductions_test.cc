@@ -1,7 +1,7 @@
 // CUDA's row kernels of logsumexp, var, softmax, log_softmax and argmax
-// (kiln/backend/cuda/kernels/reduction.cuh) run on the CPU
-// (tests/backend/cuda/emulated.h) with reduction.cu's launches, against the
-// CPU's kernels. They fold in the CPU's canonical order (row_fold.cuh), and
+// (kiln/backend/cuda/kernels/reduction.cuh), and of topk, run on the CPU
+// (tests/backend/cuda/emulated.h) with their .cu files' launches, against
+// the CPU's kernels. They fold in the CPU's canonical order (row_fold.cuh), and
 // on the host their exp and log are the CPU's, so every result must be the
 // CPU's bits. The layouts: short rows (a partial warp), a reduced middle
 // axis, a transposed input, every axis, and rows of more chunks (4096) than
@@ -9,6 +9,7 @@
 #include "tests/backend/cuda/emulated.h"  // first: the kernels compile for the host
 
 #include "kiln/backend/cuda/kernels/reduction.cuh"
+#include "kiln/backend/cuda/kernels/topk.cuh"
 
 #include <gtest/gtest.h>
 
@@ -149,6 +150,34 @@ TEST(EmulatedRowReductions, ArgmaxTakesTheFirstNaN) {
   std::vector<int64_t> got(2);
   launch_rows(argmax_k<float>, p.rows, v.data(), p, MaxOp<float>{}, got.data());
   EXPECT_EQ(got, (std::vector<int64_t>{7000, 3}));
+}
+
+// topk along the middle axis of [outer, n, inner], as topk.cu launches it:
+// values and indices (ties and NaNs in the CPU's total order) are the CPU's.
+template <class T>
+void check_topk(DType dt) {
+  const long long outer = 3, n = 300, inner = 2, k = 6;
+  Tensor x = spread_tensor(dt, {outer, n, inner}, 6);  // spread values tie every 7th
+  if (dt == DType::f32) {
+    std::vector<float> v = x.to_vector<float>();
+    v[10] = v[401] = std::numeric_limits<float>::quiet_NaN();  // NaNs come first
+    x = from_vector(v, x.shape());
+  }
+  const std::vector<T> hx = host<T>(x);
+  const std::vector<Tensor> cpu = apply(op("topk"), std::vector<Tensor>{x}, {{"k", k}, {"axis", int64_t{1}}}, kCPU);
+  std::vector<T> values(static_cast<size_t>(outer * k * inner));
+  std::vector<int64_t> indices(values.size());
+  const long long lines = outer * inner;
+  emulated::launch(dim3(cuda::topk::line_grid(lines)), cuda::topk::kThreads, 0, cuda::topk::topk_k<T>, hx.data(),
+                   values.data(), indices.data(), lines, n, inner, k);
+  expect_cpu_bits(values, cpu[0], cat("topk values ", dtype_name(dt)));
+  expect_cpu_bits(indices, cpu[1], cat("topk indices ", dtype_name(dt)));
+}
+
+TEST(EmulatedRowReductions, TopkIsTheCpus) {
+  check_topk<float>(DType::f32);
+  check_topk<bf16>(DType::bf16);
+  check_topk<int32_t>(DType::i32);
 }
 
 }  // namespace
