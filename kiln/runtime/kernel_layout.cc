@@ -63,4 +63,14 @@ std::vector<bool> reduced_axes(const KernelArgs& a) {
   return reduced;
 }
 
+AxisSplit split_at(const Shape& shape, int axis) {
+  AxisSplit s;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (d < axis) s.outer *= shape[d];
+    else if (d == axis) s.size = shape[d];
+    else s.inner *= shape[d];
+  }
+  return s;
+}
+
 }  // namespace kiln

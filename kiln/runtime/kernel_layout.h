@@ -1,6 +1,7 @@
 // Layout arithmetic every backend's kernels share (host-side, on TensorRefs
 // and attributes): blocks of a strided buffer, how concat, split and pad
-// move their parts, and the axes a reduction op reduces.
+// move their parts, the axes a reduction op reduces, a tensor seen around
+// one axis.
 #pragma once
 #include <vector>
 
@@ -26,5 +27,11 @@ TensorRef pad_interior(const KernelArgs& a);
 // The axes a reduction op reduces: its "axes" attribute (empty: all), or its
 // one "axis". Rank-0 inputs get one entry.
 std::vector<bool> reduced_axes(const KernelArgs& a);
+
+// A tensor of `shape` viewed as [outer, size, inner] around `axis`.
+struct AxisSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+AxisSplit split_at(const Shape& shape, int axis);
 
 }  // namespace kiln

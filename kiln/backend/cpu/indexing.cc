@@ -9,6 +9,7 @@
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/error.h"
+#include "kiln/runtime/kernel_layout.h"
 
 namespace kiln::cpu {
 namespace {
@@ -135,20 +136,6 @@ void scatter_add_kernel(const KernelArgs& a) {
       for_each_line<3>(index.shape, axis, {is, out.strides, src.strides}, line);
     }
   });
-}
-
-// x viewed as [outer, size, inner] around `axis`.
-struct AxisSplit {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-AxisSplit split_at(const Shape& shape, int axis) {
-  AxisSplit s;
-  for (int d = 0; d < shape.size(); ++d) {
-    if (d < axis) s.outer *= shape[d];
-    else if (d == axis) s.size = shape[d];
-    else s.inner *= shape[d];
-  }
-  return s;
 }
 
 // out[o, j, :] = x[o, index[j], :] with x viewed as [outer, size, inner].

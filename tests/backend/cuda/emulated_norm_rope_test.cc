@@ -14,12 +14,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/tensor.h"
+#include "tests/backend/cuda/emulated_checks.h"
 #include "tests/support/spread_values.h"
 
 namespace kiln {
@@ -27,28 +27,10 @@ namespace {
 
 namespace emulated = cuda::emulated;
 using test::element_bytes;
+using test::expect_cpu_bits;
+using test::host;
+using test::launch_n;
 using test::spread_tensor;
-
-// A grid-stride kernel over n elements, on two blocks of kBlock threads.
-template <class... P, class... A>
-void launch_n(void (*kernel)(P...), long long n, A... args) {
-  emulated::launch(dim3(2), cuda::kBlock, 0, kernel, args..., n);
-}
-
-template <class T>
-std::vector<T> host(const Tensor& t) {
-  std::vector<T> v(size_t(t.shape().numel()));
-  const std::vector<uint8_t> bytes = element_bytes(t);
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
-
-template <class T>
-void expect_cpu_bits(const std::vector<T>& got, const Tensor& cpu, const std::string& what) {
-  ASSERT_EQ(got.size(), size_t(cpu.shape().numel())) << what;
-  EXPECT_EQ(element_bytes(from_host(got.data(), cpu.dtype(), cpu.shape())), element_bytes(cpu))
-      << what << ": not the CPU's bits";
-}
 
 const ir::OpDef& op(const char* name) { return ir::get_op(name); }
 

@@ -13,13 +13,13 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/tensor.h"
+#include "tests/backend/cuda/emulated_checks.h"
 #include "tests/support/spread_values.h"
 
 namespace kiln {
@@ -28,6 +28,8 @@ namespace {
 namespace emulated = cuda::emulated;
 using namespace cuda::rowwise;
 using test::element_bytes;
+using test::expect_cpu_bits;
+using test::host;
 using test::spread_tensor;
 
 // An input: `storage`'s elements (contiguous), read as a tensor of `shape`
@@ -52,21 +54,6 @@ std::vector<Input> inputs(DType t) {
   const Tensor x = spread_tensor(t, {40, 6}, 5);
   in.push_back({"transposed", x, x.permute({1, 0}), Strides{1, 6}, 1});
   return in;
-}
-
-template <class T>
-std::vector<T> host(const Tensor& t) {
-  const std::vector<uint8_t> bytes = element_bytes(t);
-  std::vector<T> v(bytes.size() / sizeof(T));
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
-
-template <class T>
-void expect_cpu_bits(const std::vector<T>& got, const Tensor& cpu, const std::string& what) {
-  ASSERT_EQ(got.size(), size_t(cpu.shape().numel())) << what;
-  EXPECT_EQ(element_bytes(from_host(got.data(), cpu.dtype(), cpu.shape())), element_bytes(cpu))
-      << what << ": not the CPU's bits";
 }
 
 std::vector<bool> reduced(const Input& in) {
