@@ -15,8 +15,8 @@ BATCH_SECONDS = 0.2
 
 
 def seconds_per_call(m, n, k, ta, tb):
-    a = torch.full((k, m) if ta else (m, k), 0.01, dtype=torch.bfloat16, device="cuda")
-    b = torch.full((n, k) if tb else (k, n), 0.01, dtype=torch.bfloat16, device="cuda")
+    a = torch.randn((k, m) if ta else (m, k), dtype=torch.bfloat16, device="cuda")
+    b = torch.randn((n, k) if tb else (k, n), dtype=torch.bfloat16, device="cuda")
     a = a.t() if ta else a
     b = b.t() if tb else b
 
