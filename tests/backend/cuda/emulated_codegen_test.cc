@@ -7,7 +7,8 @@
 // argument struct the host and the kernel share, positions and strides
 // (broadcast, transposed, the shape-generic layout words), the grid-stride
 // loop, the row and column walks of reductions, their two passes over long
-// rows, the fold tree and the mean's division. fused_cuda_test checks the
+// rows, the fold tree and the mean's division, over the bodies of random
+// graphs and of the debug models' training steps. fused_cuda_test checks the
 // same on a GPU; not checked here: CUDA's math library (the host's runs
 // instead, so elementwise results must be the CPU's bits), the code NVRTC
 // makes (nvrtc_codegen_test compiles every kind), speed.
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -32,9 +34,15 @@
 #include "kiln/backend/cuda/fused/codegen.h"
 #include "kiln/base/error.h"
 #include "kiln/codegen/expr.h"
+#include "kiln/compiler/pipeline.h"
+#include "kiln/data/loader.h"
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/dispatch.h"
+#include "kiln/models/config.h"
+#include "kiln/models/transformer.h"
+#include "kiln/optim/adamw.h"
 #include "kiln/runtime/tensor.h"
+#include "kiln/train/step.h"
 #include "tests/backend/cuda/codegen_cases.h"
 #include "tests/support/spread_values.h"
 
@@ -362,6 +370,48 @@ TEST(EmulatedCodegen, FusedNodesOfRandomGraphs) {
     cases.push_back({cat("seed ", seed, ": ", n.attrs.s("body")), n.attrs.s("body"), kind, contiguous(in), cpu, scale});
   });
   ASSERT_GT(cases.size(), 30u);
+  check(cases);
+}
+
+// The fused nodes of the debug models' graph-trainer steps (f32 and bf16
+// compute), each distinct body once, over spread inputs of its types: the
+// bodies a training run on the GPU compiles.
+TEST(EmulatedCodegen, FusedNodesOfTheDebugModelsTrainingSteps) {
+  std::vector<Case> cases;
+  std::set<std::string> seen;
+  for (const char* name : {"llama3_debug", "qwen3_moe_debug"})
+    for (DType compute : {DType::f32, DType::bf16}) {
+      ModelConfig mc = model_config(name);
+      mc.seq_len = 16;
+      std::unique_ptr<CausalLM> model = build_model(mc, compute, 0);
+      const optim::MixedPrecisionPolicy policy{compute, DType::f32};
+      std::vector<std::string> names;
+      std::vector<Tensor> params;
+      for (auto& [n, p] : model->named_parameters()) names.push_back(n), params.push_back(*p);
+      const std::vector<Tensor> masters = policy.master_params(params);
+      optim::AdamW adamw({}, optim::default_param_groups(names, masters, 0.1));
+      const optim::AdamWState state = adamw.init(masters);
+      const Tensor ids = arange(0, 2 * 16, 1, DType::i64).reshape({2, 16});
+      train::StepOptions o;
+      o.rung = train::Rung::graph_trainer;
+      train::TrainStep step(*model, policy, adamw, o);
+      const ir::Graph g = compiler::optimize(step.graph(masters, state, {data::Batch{ids, ids, {}, {}}}), {});
+      int fused = 0;
+      for (const ir::Node& n : g.nodes()) {
+        if (n.op->name != "fused" || !seen.insert(n.attrs.s("body")).second) continue;
+        std::vector<Tensor> in;
+        for (size_t i = 0; i < n.inputs.size(); ++i)
+          in.push_back(spread_tensor(g.type(n.inputs[i]).dtype, g.type(n.inputs[i]).shape, uint32_t(fused + i)));
+        const std::string kind = n.attrs.has("kind") ? n.attrs.s("kind") : "elementwise";
+        std::vector<Tensor> cpu = apply(*n.op, in, n.attrs, kCPU);
+        std::vector<double> scale;  // sums: as FusedNodesOfRandomGraphs
+        if (kind == "reduction")
+          for (const Tensor& out : cpu) scale.resize(std::max<size_t>(scale.size(), size_t(out.shape().numel())), 1.0);
+        cases.push_back({cat(name, " ", dtype_name(compute), " node ", fused++, ": ", n.attrs.s("body")),
+                         n.attrs.s("body"), kind, contiguous(in), cpu, scale});
+      }
+    }
+  ASSERT_GT(cases.size(), 20u);
   check(cases);
 }
 
