@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "kiln/backend/cuda/check.h"
-#include "kiln/backend/cuda/layout.cuh"
+#include "kiln/backend/cuda/kernels/non_finite.cuh"
 #include "kiln/backend/cuda/scratch.h"
 #include "kiln/backend/cuda/stream.h"
 #include "kiln/base/error.h"
@@ -11,23 +11,10 @@
 namespace kiln::cuda {
 namespace {
 
-// Elements are read as words of their size and classified by their bits:
-// all exponent bits set is an infinity (mantissa zero) or a NaN.
-template <class W, W kExponent, W kMantissa>
-__global__ void find_kernel(const W* data, Layout l, long long n, unsigned long long* first) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const W w = data[offset_of(l, i)];
-    if ((w & kExponent) != kExponent) continue;
-    // The minimum is the same whatever order the threads arrive in.
-    atomicMin(&first[(w & kMantissa) ? 0 : 1], (unsigned long long)i);
-  }
-}
-
 template <class W, W kExponent, W kMantissa>
 void launch(const TensorRef& t, unsigned long long* first) {
   const long long n = t.numel();
-  find_kernel<W, kExponent, kMantissa><<<grid_for(n), kBlock, 0, current_stream()>>>(
+  non_finite::find_kernel<W, kExponent, kMantissa><<<grid_for(n), kBlock, 0, current_stream()>>>(
       t.ptr<const W>(), layout_of(t), n, first);
   KILN_CUDA_CHECK_LAUNCH();
 }

@@ -8,8 +8,8 @@
 // or the block's dynamic buffer. Tensor-core fragments (nvcuda::wmma, 16 x
 // 16 x 16) hold their whole tile in every lane, in f32, and multiply it in
 // order: the fragment API's meaning, not the hardware's layout or rounding.
-// Not emulated: atomics beyond atomicCAS, warp-divergent shuffles (kiln's
-// kernels shuffle with every lane).
+// Not emulated: atomics beyond atomicCAS and atomicMin, warp-divergent
+// shuffles (kiln's kernels shuffle with every lane).
 #pragma once
 #define KILN_CUDA_EMULATED 1
 #define KILN_BLOCK_SHARED static
@@ -181,6 +181,14 @@ T __shfl_sync(unsigned, T v, int src_lane) {
 inline unsigned atomicCAS(unsigned* address, unsigned compare, unsigned value) {
   std::atomic_ref<unsigned>(*address).compare_exchange_strong(compare, value);
   return compare;  // the old value
+}
+
+inline unsigned long long atomicMin(unsigned long long* address, unsigned long long value) {
+  std::atomic_ref<unsigned long long> a(*address);
+  unsigned long long old = a.load();
+  while (value < old && !a.compare_exchange_weak(old, value)) {
+  }
+  return old;
 }
 
 inline long long min(long long a, long long b) { return a < b ? a : b; }

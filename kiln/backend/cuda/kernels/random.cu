@@ -1,67 +1,14 @@
-// Kernels of the random ops: element i is a function of philox_block(seed,
-// offset + i) alone (kiln/base/philox.h), computed in double and rounded to
-// the output dtype, as the CPU's kernels do. Uniform and bernoulli draws are
-// exact arithmetic, so they equal the CPU's bit for bit; normal draws use
-// the CPU's Box-Muller formula, whose log, sqrt and cos here (CUDA's double
-// functions, within 2 ulp) may differ from glibc's in the last bits of the
-// double, so an output can differ from the CPU's by one ulp of its dtype.
-#include "kiln/backend/cuda/kernels/common.cuh"
-#include "kiln/base/philox.h"
+// The random ops on CUDA: the launches of random.cuh's kernels, each
+// element a function of its Philox counter alone.
+#include "kiln/backend/cuda/kernels/random.cuh"
 
 namespace kiln::cuda {
 namespace {
 
-// std::numbers::pi, which device code cannot read.
-constexpr double kPi = 3.141592653589793;
+using namespace rng;
 
-struct Stream {
-  unsigned long long seed, offset;
-  __device__ PhiloxBlock at(long long i) const { return philox_block(seed, offset + i); }
-};
 Stream stream_of(const KernelArgs& a) {
   return {(unsigned long long)a.attrs.i("seed"), (unsigned long long)a.attrs.i("offset")};
-}
-
-// The largest value of T below v (v finite), as the CPU's next_below.
-template <class T>
-__device__ T next_below(T v) {
-  if constexpr (std::is_same_v<T, float>) return nextafterf(v, -INFINITY);
-  else if constexpr (std::is_same_v<T, double>) return nextafter(v, -(double)INFINITY);
-  else {  // bf16, f16: sign-magnitude bits
-    uint16_t b = v.bits;
-    if ((b & 0x7fff) == 0) b = 0x8001;  // below +-0: the smallest negative
-    else if (b & 0x8000) b = uint16_t(b + 1);
-    else b = uint16_t(b - 1);
-    v.bits = b;
-    return v;
-  }
-}
-
-template <class T>
-__global__ void uniform_k(T* out, Stream s, double low, double high, long long n) {
-  for (long long i = grid_start(); i < n; i += grid_step()) {
-    const PhiloxBlock r = s.at(i);
-    // Rounding to T can reach `high`; step back below it to keep [low, high).
-    const T v = narrow<T>(low + (high - low) * unit_double(r[0], r[1]));
-    out[i] = double(widen(v)) < high ? v : next_below(v);
-  }
-}
-
-template <class T>
-__global__ void normal_k(T* out, Stream s, double mean, double stddev, long long n) {
-  for (long long i = grid_start(); i < n; i += grid_step()) {
-    const PhiloxBlock r = s.at(i);
-    // Box-Muller, cosine branch; 1 - u keeps the logarithm's argument in (0, 1].
-    const double radius = sqrt(-2 * log(1 - unit_double(r[0], r[1])));
-    const double angle = 2 * kPi * unit_double(r[2], r[3]);
-    out[i] = narrow<T>(mean + stddev * radius * cos(angle));
-  }
-}
-
-template <class T>
-__global__ void bernoulli_k(T* out, Stream s, double p, long long n) {
-  for (long long i = grid_start(); i < n; i += grid_step())
-    out[i] = narrow<T>(int(double(s.at(i)[0]) * 0x1.0p-32 < p));
 }
 
 void uniform_kernel(const KernelArgs& a) {
