@@ -169,8 +169,7 @@ T __shfl_xor_sync(unsigned, T v, int lane_mask) {
 template <class T>
 T __shfl_down_sync(unsigned, T v, unsigned delta) {
   const int from = kiln::cuda::emulated::lane() + int(delta);
-  const T got = kiln::cuda::emulated::exchange(v, from < 32 ? from : kiln::cuda::emulated::lane());
-  return got;
+  return kiln::cuda::emulated::exchange(v, from < 32 ? from : kiln::cuda::emulated::lane());
 }
 
 template <class T>

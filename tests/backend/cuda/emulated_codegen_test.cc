@@ -184,7 +184,7 @@ std::unique_ptr<PendingCall> pending(const std::string& body, const std::string&
     out_refs.push_back(host_ref(c->buffers.back(), e, contiguous_strides(e.shape())));
   }
   const codegen::Binding b = codegen::bind(c->plan, in_refs, out_refs);
-  c->call = make_call(c->plan, b, codegen::full_constants(c->plan), natural);
+  c->call = make_call(c->plan, launch_of(c->plan), b, codegen::full_constants(c->plan), natural);
   if (c->call.partial_bytes > 0) {
     c->partials.assign(c->call.partial_bytes, kUnwritten);
     c->call.args[c->call.partials_word] = reinterpret_cast<uint64_t>(c->partials.data());

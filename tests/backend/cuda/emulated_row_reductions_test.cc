@@ -65,7 +65,7 @@ std::vector<bool> reduced(const Input& in) {
 // A launch as reduction.cu's launch_rows makes it.
 template <class K, class... A>
 void launch_rows(K kernel, long long rows, A... args) {
-  emulated::launch(dim3(row_grid(rows)), cuda::kFoldThreads, 0, kernel, args...);
+  emulated::launch(dim3(cuda::row_grid(rows)), cuda::kFoldThreads, 0, kernel, args...);
 }
 
 const ir::OpDef& op(const char* name) { return ir::get_op(name); }
@@ -155,7 +155,7 @@ void check_topk(DType dt) {
   std::vector<T> values(static_cast<size_t>(outer * k * inner));
   std::vector<int64_t> indices(values.size());
   const long long lines = outer * inner;
-  emulated::launch(dim3(cuda::topk::line_grid(lines)), cuda::topk::kThreads, 0, cuda::topk::topk_k<T>, hx.data(),
+  emulated::launch(dim3(cuda::row_grid(lines)), cuda::topk::kThreads, 0, cuda::topk::topk_k<T>, hx.data(),
                    values.data(), indices.data(), lines, n, inner, k);
   expect_cpu_bits(values, cpu[0], cat("topk values ", dtype_name(dt)));
   expect_cpu_bits(indices, cpu[1], cat("topk indices ", dtype_name(dt)));

@@ -329,8 +329,8 @@ int pointer_count(const Plan& p) {
   return int(p.operands.size()) + (p.reduction ? result_count(p) + 1 : 0);
 }
 
-Call make_call(const Plan& plan, const cg::Binding& b, std::span<const uint64_t> constants, Variant natural) {
-  const Launch l = launch_of(plan);
+Call make_call(const Plan& plan, const Launch& l, const cg::Binding& b, std::span<const uint64_t> constants,
+               Variant natural) {
   Call c;
   c.variant = b.space == plan.natural ? natural : Variant::shape_generic;
   const size_t pointers = size_t(pointer_count(plan));

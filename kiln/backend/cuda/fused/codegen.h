@@ -84,7 +84,7 @@ enum class Variant { specialised, shape_generic };
 // writes into args[partials_word].
 struct Call {
   struct Grid {
-    const char* symbol;
+    const char* symbol;  // kEvalSymbol, kFoldSymbol or kCombineSymbol
     int64_t blocks;
     int x, y;  // threads per block
   };
@@ -94,9 +94,10 @@ struct Call {
   size_t partial_bytes = 0;
   size_t partials_word = 0;
 };
-// `constants`: full_constants() of the plan (codegen/expr.h).
-Call make_call(const codegen::Plan& plan, const codegen::Binding& b, std::span<const uint64_t> constants,
-               Variant natural);
+// `launch`: launch_of(plan); `constants`: full_constants() of the plan
+// (codegen/expr.h). Both are the plan's alone, so callers make them once.
+Call make_call(const codegen::Plan& plan, const Launch& launch, const codegen::Binding& b,
+               std::span<const uint64_t> constants, Variant natural);
 
 // The CUDA C source of the kernels of `plan` for buffers laid out as `space`
 // (shape_generic: only its rank matters). A shape_generic reduction always

@@ -74,12 +74,15 @@ class FusedKernel {
     if (empty()) return;
     for (const TensorRef* r : b.results)
       KILN_CHECK(r->contiguous(), "CUDA fused kernel: a reduction's result must be contiguous");
-    Call call = make_call(plan_, b, constants_, natural);
-    if (call.partial_bytes > 0) call.args[call.partials_word] = reinterpret_cast<uint64_t>(scratch(call.partial_bytes));
+    Call call = make_call(plan_, launch_, b, constants_, natural);
+    if (call.partial_bytes > 0)
+      call.args[call.partials_word] = reinterpret_cast<uint64_t>(scratch(call.partial_bytes));
     const Kernels k = kernels(current_device(), b.space, call.variant);
     cudaStream_t stream = current_stream();
-    for (const Call::Grid& g : call.grids)
-      launch(g.symbol == kCombineSymbol ? k.combine : k.main, g.blocks, g.x, g.y, call.args.data(), stream);
+    for (size_t i = 0; i < call.grids.size(); ++i) {  // the main kernel, then the combine
+      const Call::Grid& g = call.grids[i];
+      launch(i == 0 ? k.main : k.combine, g.blocks, g.x, g.y, call.args.data(), stream);
+    }
   }
 
  private:

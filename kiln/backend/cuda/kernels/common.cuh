@@ -54,6 +54,10 @@ using tensor_core_t = typename TensorCoreType<T>::type;
 __device__ inline long long grid_start() { return blockIdx.x * (long long)blockDim.x + threadIdx.x; }
 __device__ inline long long grid_step() { return (long long)gridDim.x * blockDim.x; }
 
+// The grid of a kernel that gives each of `rows` rows a block of its own,
+// grid-strided beyond 2^20 rows.
+inline unsigned row_grid(long long rows) { return unsigned(rows < (1LL << 20) ? rows : 1LL << 20); }
+
 // Memory a block shares: KILN_BLOCK_SHARED declares a static array of it,
 // dynamic_shared() is the launch's dynamic part. A host build of the
 // kernels (tests/backend/cuda/emulated.h, which runs them on the CPU) gives

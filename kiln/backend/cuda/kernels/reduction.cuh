@@ -6,7 +6,6 @@
 // log are CUDA's (expf within 2 ulp, the CPU's own f32 exp within 1), so
 // logsumexp and the softmaxes differ from the CPU's in the last bits.
 #pragma once
-#include <algorithm>
 #include <vector>
 
 #include "kiln/backend/cuda/kernels/row_fold.cuh"
@@ -63,9 +62,6 @@ __device__ compute_t<T> exp_sum(const RowLoad<T>& at, compute_t<T> shift) {
   using C = compute_t<T>;
   return block_fold(SumOp<T, C>{}, at.p.length, [&](long long r) { return math::exp(at(r) - shift); });
 }
-
-// The grid of a row kernel: a block per row, grid-strided beyond 2^20 rows.
-inline unsigned row_grid(long long rows) { return unsigned(std::min(rows, 1LL << 20)); }
 
 template <class T>
 __global__ void logsumexp_k(const T* x, RowPlan p, MaxOp<T> mx, T* out) {

@@ -19,7 +19,7 @@ void topk_kernel(const KernelArgs& a) {
   visit_dtype(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
-      topk_k<T><<<line_grid(lines), kThreads, 0, current_stream()>>>(
+      topk_k<T><<<row_grid(lines), kThreads, 0, current_stream()>>>(
           x.ptr<const T>(), a.out[0].ptr<T>(), a.out[1].ptr<int64_t>(), lines, n, inner, k);
       KILN_CUDA_CHECK_LAUNCH();
     }

@@ -10,9 +10,6 @@ namespace kiln::cuda::topk {
 
 constexpr int kThreads = 256;
 
-// The grid: a block per line, grid-strided beyond 2^20 lines.
-inline unsigned line_grid(long long lines) { return unsigned(lines < (1LL << 20) ? lines : 1LL << 20); }
-
 template <class C>
 __device__ bool before(C vl, long long l, C vr, long long r) {
   const bool nl = vl != vl, nr = vr != vr;
