@@ -193,4 +193,17 @@ Work run_alone(const Collective& c) {
   return Work();
 }
 
+std::vector<std::string> all_gather_text(ProcessGroup& g, const std::string& mine) {
+  int64_t size = int64_t(mine.size());
+  std::vector<int64_t> sizes(size_t(g.size()));
+  g.all_gather(&size, sizes.data(), 1, DType::i64).wait();
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  std::string all(size_t(total), '\0');
+  g.all_gather(mine.data(), all.data(), sizes, DType::b8).wait();  // b8: bytes as they are
+  std::vector<std::string> out;
+  int64_t at = 0;
+  for (int64_t s : sizes) out.push_back(all.substr(size_t(at), size_t(s))), at += s;
+  return out;
+}
+
 }  // namespace kiln::dist

@@ -133,4 +133,7 @@ class ProcessGroup {
 // value is that value). Backends need no communication for it.
 Work run_alone(const Collective& c);
 
+// Every member's `mine` (of any length), by group rank: a collective over g.
+std::vector<std::string> all_gather_text(ProcessGroup& g, const std::string& mine);
+
 }  // namespace kiln::dist

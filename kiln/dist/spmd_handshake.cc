@@ -10,21 +10,6 @@
 namespace kiln::dist {
 namespace {
 
-// Every member's text, by group rank (variable sizes).
-std::vector<std::string> all_texts(ProcessGroup& g, const std::string& mine) {
-  int64_t size = int64_t(mine.size());
-  std::vector<int64_t> sizes(size_t(g.size()));
-  g.all_gather(&size, sizes.data(), 1, DType::i64).wait();
-  int64_t total = 0;
-  for (int64_t s : sizes) total += s;
-  std::string all(size_t(total), '\0');
-  g.all_gather(mine.data(), all.data(), sizes, DType::b8).wait();  // b8: bytes as they are
-  std::vector<std::string> out;
-  int64_t at = 0;
-  for (int64_t s : sizes) out.push_back(all.substr(size_t(at), size_t(s))), at += s;
-  return out;
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -71,7 +56,7 @@ void spmd_handshake(ProcessGroup& group, const ir::Graph& g, const std::string& 
   if (kinds.size() == 1) return;
 
   // Every member fails, with the same message: where the first two kinds part.
-  std::vector<std::string> texts = all_texts(group, ir::to_text(g));
+  std::vector<std::string> texts = all_gather_text(group, ir::to_text(g));
   int a = kinds[0].second[0], b = kinds[1].second[0];
   std::vector<std::string> la = lines_of(texts[size_t(a)]), lb = lines_of(texts[size_t(b)]);
   size_t line = 0;

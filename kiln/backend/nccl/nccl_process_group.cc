@@ -24,6 +24,7 @@
 #include "kiln/backend/nccl/library.h"
 #include "kiln/base/error.h"
 #include "kiln/dist/device_group.h"
+#include "kiln/dist/joint_setup.h"
 
 namespace kiln::nccl {
 namespace {
@@ -182,19 +183,33 @@ class NcclProcessGroup final : public ProcessGroup,
 
   DeviceKind memory() const override { return DeviceKind::cuda; }
 
+  // A failed split aborts this group's communicator on every rank (one
+  // still inside ncclCommSplit returns, and the ranks stay in step).
   std::shared_ptr<ProcessGroup> split(int color, int key, std::string name) override {
     std::shared_ptr<ProcessGroup> host = host_->split(color, key, name);
-    ncclComm_t comm = nullptr;
+    auto comm = std::make_shared<ncclComm_t>(nullptr);
     {
       std::lock_guard lock(lane_.issue);
-      cuda::DeviceGuard on(device_);
-      // NCCL splits a communicator with none of its operations outstanding
-      // (a stuck one is failed, and the communicator aborted, by the poller).
-      KILN_CUDA_CHECK(cudaStreamSynchronize(lane_.stream));
-      check_usable("split");
-      check(library().comm_split(comm_, color, key, &comm, nullptr), "ncclCommSplit");
+      try {
+        dist::joint_setup(
+            *host_, cat("ncclCommSplit of ", describe(), " into ", name),
+            [self = shared_from_this(), comm, color, key] {
+              cuda::DeviceGuard on(self->device_);
+              // NCCL splits a communicator with none of its operations
+              // outstanding (a stuck one is failed, and the communicator
+              // aborted, by the poller).
+              KILN_CUDA_CHECK(cudaStreamSynchronize(self->lane_.stream));
+              self->check_usable("split");
+              check(library().comm_split(self->comm_, color, key, comm.get(), nullptr),
+                    "ncclCommSplit");
+            },
+            [comm] { library().comm_abort(*comm); });
+      } catch (const Error& e) {
+        abort(e.what());
+        throw;
+      }
     }
-    auto g = std::make_shared<NcclProcessGroup>(std::move(host), device_, comm);
+    auto g = std::make_shared<NcclProcessGroup>(std::move(host), device_, *comm);
     g->set_timeout(timeout());
     return g;
   }
@@ -641,46 +656,35 @@ std::shared_ptr<ProcessGroup> nccl_group(std::shared_ptr<ProcessGroup> host, int
     cuda::DeviceGuard on(device);
     KILN_CUDA_CHECK(cudaFree(nullptr));  // creates the context
   } catch (const Error& e) {
-    problem = e.what();
+    problem = cat("cuda:", device, ": ", e.what());
   }
-  const int n = host->size();
-  std::vector<int64_t> ok(static_cast<size_t>(n));
-  int64_t mine = problem.empty() ? 1 : 0;
-  host->all_gather(&mine, ok.data(), 1, DType::i64).wait();
-  std::string missing;
-  for (int r = 0; r < n; ++r)
-    if (!ok[size_t(r)]) missing += cat(missing.empty() ? "" : ", ", host->world_ranks()[size_t(r)]);
-  KILN_CHECK(missing.empty(), "NCCL process group over ", host->describe(), " on cuda:", device,
-             ": world ranks ", missing, " cannot use NCCL on their GPU",
-             problem.empty() ? std::string() : cat("; here: ", problem));
+  dist::agree_on(*host, "Checking each rank's GPU for NCCL", problem);
 
-  // Rank 0's unique id, with a word saying whether it made one (the other
-  // ranks would otherwise wait out the broadcast).
+  // Rank 0's unique id, once every rank knows it was made.
   ncclUniqueId id{};
-  static_assert(sizeof id % sizeof(int64_t) == 0);
-  constexpr size_t kWords = sizeof id / sizeof(int64_t);
-  std::vector<int64_t> message(kWords + 1, 0);
-  std::string made;
+  problem.clear();
   if (host->rank() == 0) {
     try {
       check(library().get_unique_id(&id), "ncclGetUniqueId");
-      std::memcpy(message.data(), &id, sizeof id);
-      message[kWords] = 1;
     } catch (const Error& e) {
-      made = e.what();
+      problem = e.what();
     }
   }
-  host->broadcast(message.data(), int64_t(message.size()), DType::i64, 0).wait();
-  KILN_CHECK(message[kWords] == 1, "NCCL process group over ", host->describe(),
-             ": world rank ", host->world_ranks()[0], " could not make NCCL's unique id",
-             made.empty() ? std::string(" (its log says why)") : cat(": ", made));
-  std::memcpy(&id, message.data(), sizeof id);
-  ncclComm_t comm = nullptr;
-  {
-    cuda::DeviceGuard on(device);  // NCCL's device
-    check(library().comm_init_rank(&comm, n, id, host->rank()), "ncclCommInitRank");
-  }
-  return std::make_shared<NcclProcessGroup>(std::move(host), device, comm);
+  dist::agree_on(*host, "Making NCCL's unique id", problem);
+  host->broadcast(&id, int64_t(sizeof id), DType::b8, 0).wait();
+
+  // NCCL's bootstrap has no timeout of its own: a peer lost during it
+  // would hold the others there for ever.
+  auto comm = std::make_shared<ncclComm_t>(nullptr);
+  const int n = host->size(), rank = host->rank();
+  dist::joint_setup(
+      *host, "ncclCommInitRank",
+      [comm, n, id, rank, device] {
+        cuda::DeviceGuard on(device);  // NCCL's device
+        check(library().comm_init_rank(comm.get(), n, id, rank), "ncclCommInitRank");
+      },
+      [comm] { library().comm_abort(*comm); });
+  return std::make_shared<NcclProcessGroup>(std::move(host), device, *comm);
 }
 
 namespace {

@@ -1,0 +1,98 @@
+#include "kiln/dist/joint_setup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kiln/base/error.h"
+
+namespace kiln::dist {
+
+void agree_on(ProcessGroup& group, const std::string& what, const std::string& problem) {
+  const std::vector<std::string> problems = all_gather_text(group, problem);
+  // The failed members, grouped by problem (in order of their first member):
+  // when every rank fails alike, one line says so.
+  std::vector<std::pair<std::string, std::vector<int>>> failed;
+  for (int r = 0; r < group.size(); ++r) {
+    const std::string& p = problems[size_t(r)];
+    if (p.empty()) continue;
+    auto it = std::find_if(failed.begin(), failed.end(), [&](const auto& f) { return f.first == p; });
+    if (it == failed.end()) it = failed.insert(failed.end(), {p, {}});
+    it->second.push_back(group.world_ranks()[size_t(r)]);
+  }
+  if (failed.empty()) return;
+  std::string list;
+  for (const auto& [p, ranks] : failed) {
+    list += cat(list.empty() ? "" : "; ", ranks.size() == 1 ? "world rank " : "world ranks ");
+    for (size_t i = 0; i < ranks.size(); ++i) list += cat(i ? ", " : "", ranks[i]);
+    list += cat(": ", p);
+  }
+  fail(what, " on ", group.describe(), " failed: ", list);
+}
+
+void joint_setup(ProcessGroup& group, const std::string& what, std::function<void()> step,
+                 const std::function<void()>& undo) {
+  struct Outcome {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool returned = false;
+    std::string problem;
+  };
+  const std::chrono::milliseconds timeout = group.timeout();
+  auto outcome = std::make_shared<Outcome>();
+  std::thread([outcome, step = std::move(step)] {
+    std::string problem;
+    try {
+      step();
+    } catch (const std::exception& e) {
+      problem = *e.what() ? e.what() : "an error with no message";
+    } catch (...) {
+      problem = "an exception that is not a std::exception";
+    }
+    std::lock_guard lock(outcome->mu);
+    outcome->returned = true;
+    outcome->problem = std::move(problem);
+    outcome->cv.notify_all();
+  }).detach();
+
+  std::string problem;
+  bool succeeded = false;
+  {
+    std::unique_lock lock(outcome->mu);
+    if (outcome->cv.wait_for(lock, timeout, [&] { return outcome->returned; })) {
+      problem = outcome->problem;
+      succeeded = problem.empty();
+    } else {
+      problem = cat("it did not return within ", timeout.count(),
+                    " ms (a peer that died or hung during it?)");
+    }
+  }
+  // A member whose step returned at once enters the exchange up to one
+  // timeout before one whose step did not return: the exchange waits twice
+  // as long.
+  group.set_timeout(2 * timeout);
+  struct Restore {
+    ProcessGroup& g;
+    std::chrono::milliseconds t;
+    ~Restore() { g.set_timeout(t); }
+  } restore{group, timeout};
+  try {
+    agree_on(group, what, problem);
+  } catch (const Error&) {
+    if (succeeded && undo) {
+      try {
+        undo();
+      } catch (...) {  // the error being raised says more
+      }
+    }
+    throw;
+  }
+}
+
+}  // namespace kiln::dist

@@ -1,0 +1,32 @@
+// Setup steps that every member of a group takes together, such as making
+// a communicator: a library call that waits inside for its peers and has
+// no timeout of its own, so a member that dies during it would leave the
+// others waiting for ever. joint_setup bounds the wait by the group's
+// timeout and gives every member the same outcome: all go on, or all raise
+// an error naming the members whose step failed, and why.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "kiln/dist/process_group.h"
+
+namespace kiln::dist {
+
+// Exchanges over `group` each member's `problem` (empty: its step
+// succeeded) and returns when every one is empty; else throws, on every
+// member, a kiln::Error naming `what`, the group, and the failed members'
+// world ranks with their problems. A member that never arrives makes the
+// exchange time out, which names it.
+void agree_on(ProcessGroup& group, const std::string& what, const std::string& problem);
+
+// Runs `step` on a thread of its own, waits for it up to the group's
+// timeout, then agrees on its outcome (an exception it throws, or its not
+// returning in time), the exchange waiting up to twice the timeout (a
+// member whose step returned at once waits there for the others'). A step still running then cannot be stopped: its
+// thread is left to it, so `step` must own what it uses. `undo` runs here
+// when this member's step succeeded and another member's did not (to free
+// what it made); an error of its own is dropped for the one being raised.
+void joint_setup(ProcessGroup& group, const std::string& what, std::function<void()> step,
+                 const std::function<void()>& undo = {});
+
+}  // namespace kiln::dist
