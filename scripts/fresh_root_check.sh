@@ -9,9 +9,14 @@
 #   scripts/fuzz.sh --seconds 5 shard       (with --fuzz: the clang build)
 #   scripts/test.sh --quick                 (with --tests; downloads PyTorch)
 # Any install step setup.sh lacks fails here, however much this machine has.
+# With --device-pack it instead checks the GPU package (scripts/device_check.sh
+# pack, made here beforehand) on the bare root, as bare as the GPU machine
+# (nothing of kiln's installed, CUDA's toolkit mounted from this machine):
+#   scripts/device_check.sh run tests       (every device test "skipped")
+# so a library the package lacks fails here, not in a GPU session.
 #
 # Usage (as root): scripts/fresh_root_check.sh [--tests] [--fuzz] [--keep]
-#                  [--ccache DIR] [--mirror URL] [--root DIR]
+#                  [--device-pack] [--ccache DIR] [--mirror URL] [--root DIR]
 #   --ccache DIR  share a ccache directory with the root (compiles the same,
 #                 faster); default: the root compiles everything itself
 #   --keep        leave the root in place (default: removed at the end)
@@ -19,12 +24,13 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 root=/var/tmp/kiln-fresh-root
-tests=0 fuzz=0 keep=0 ccache_dir="" mirror=""
+tests=0 fuzz=0 keep=0 device=0 ccache_dir="" mirror=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) tests=1 ;;
     --fuzz) fuzz=1 ;;
     --keep) keep=1 ;;
+    --device-pack) device=1 ;;
     --ccache) ccache_dir="$2"; shift ;;
     --mirror) mirror="$2"; shift ;;
     --root) root="$2"; shift ;;
@@ -91,6 +97,17 @@ git -C "$repo" ls-files -z --cached --others --exclude-standard |
   (cd "$repo" && tar --null -T - -cf -) | tar -xf - -C "$root/kiln"
 
 run_in_root() { chroot "$root" env -i "${env_vars[@]}" bash -c "cd /kiln && $1"; }
+if [ "$device" = 1 ]; then
+  pack=$repo/.device/kiln-device.tar.gz
+  [ -f "$pack" ] || { echo "fresh_root_check: no $pack: run scripts/device_check.sh pack first" >&2; exit 2; }
+  mkdir -p "$root/kiln/.device" && cp "$pack" "$root/kiln/.device/"
+  cuda=$(readlink -f /usr/local/cuda)
+  bind "$cuda" /usr/local/cuda --bind -o ro
+  phase "scripts/device_check.sh run tests (the GPU package on the bare root)"
+  run_in_root "OUT=/tmp/device-out bash scripts/device_check.sh run tests"
+  phase "passed in $(( $(date +%s) - t0 )) s"
+  exit 0
+fi
 phase "scripts/train.sh --training.steps 5"
 run_in_root "scripts/train.sh --training.steps 5"
 if [ "$fuzz" = 1 ]; then
