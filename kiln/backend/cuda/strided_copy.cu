@@ -3,24 +3,16 @@
 #include <cstdint>
 
 #include "kiln/backend/cuda/check.h"
-#include "kiln/backend/cuda/layout.cuh"
+#include "kiln/backend/cuda/kernels/strided_copy.cuh"
 #include "kiln/backend/cuda/stream.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cuda {
 namespace {
 
-// Elements move as unsigned words of their size: a copy never converts.
-template <class W>
-__global__ void copy_kernel(W* dst, Layout d, const W* src, Layout s, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x)
-    dst[offset_of(d, i)] = src[offset_of(s, i)];
-}
-
 template <class W>
 void launch(const TensorRef& dst, const TensorRef& src, long long n, cudaStream_t stream) {
-  copy_kernel<W><<<grid_for(n), kBlock, 0, stream>>>(
+  strided_copy_k<W><<<grid_for(n), kBlock, 0, stream>>>(
       dst.ptr<W>(), layout_of(dst), src.ptr<const W>(), layout_of(src), n);
   KILN_CUDA_CHECK_LAUNCH();
 }

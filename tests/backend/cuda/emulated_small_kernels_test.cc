@@ -3,15 +3,22 @@
 // against kiln::dist::reduce_in_order (the host's, which MPI runs use), the
 // random draws against the CPU's (every element a function of its Philox
 // counter; on the host normal draws use glibc's functions, as the CPU does),
-// and the NaN/Inf scan, over a strided view.
+// the NaN/Inf scan, over a strided view, and the data-movement kernels: the
+// strided copy between a permuted, broadcast view and a padded buffer, fill
+// (pad and full) and the casts to and from a compute-type buffer.
 #include "tests/backend/cuda/emulated.h"  // first: the kernels compile for the host
 
+#include "kiln/backend/cuda/kernels/convert.cuh"
+#include "kiln/backend/cuda/kernels/fill.cuh"
 #include "kiln/backend/cuda/kernels/non_finite.cuh"
 #include "kiln/backend/cuda/kernels/random.cuh"
 #include "kiln/backend/cuda/kernels/rank_reduce.cuh"
+#include "kiln/backend/cuda/kernels/strided_copy.cuh"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -104,6 +111,80 @@ TEST(EmulatedSmallKernels, NonFiniteScanFindsTheFirstOfEach) {
                          reinterpret_cast<const uint32_t*>(v.data()), view, rows * cols, first);
   EXPECT_EQ(first[0], 753u) << "the first NaN";
   EXPECT_EQ(first[1], 149u) << "the first infinity";
+}
+
+// src [4, 5] seen as [3, 5, 4] (transposed, the first dimension broadcast)
+// into [3, 5, 4] inside a [3, 5, 6] buffer: the view's elements, moved as
+// words of the dtype's size, and the padding untouched.
+template <class W>
+void check_strided_copy(DType dt) {
+  const Tensor src = spread_tensor(dt, {4, 5}, 3);
+  const std::vector<W> s = host<W>(src);
+  std::vector<W> d(3 * 5 * 6);
+  std::memset(d.data(), 0xA5, d.size() * sizeof(W));
+  const W poison = d[0];
+  launch_n(cuda::strided_copy_k<W>, 60, d.data(), cuda::layout_of(Shape{3, 5, 4}, Strides{30, 6, 1}),
+           s.data(), cuda::layout_of(Shape{3, 5, 4}, Strides{0, 1, 5}));
+  const std::vector<W> want = host<W>(src.permute({1, 0}).expand(Shape{3, 5, 4}).contiguous());
+  for (int64_t i = 0; i < 3 * 5 * 6; ++i) {
+    const int64_t row = i / 6, col = i % 6;
+    const W expected = col < 4 ? want[size_t(row * 4 + col)] : poison;
+    EXPECT_EQ(std::memcmp(&d[size_t(i)], &expected, sizeof(W)), 0)
+        << dtype_name(dt) << " element " << i << (col < 4 ? "" : " (padding, written)");
+  }
+}
+
+TEST(EmulatedSmallKernels, StridedCopyMovesAViewsElements) {
+  check_strided_copy<uint8_t>(DType::b8);
+  check_strided_copy<uint16_t>(DType::bf16);
+  check_strided_copy<uint32_t>(DType::f32);
+  check_strided_copy<uint64_t>(DType::i64);
+}
+
+// fill's value through the compute type, as the CPU's full converts it:
+// rounding, overflow to infinity, NaN, and integers.
+template <class T>
+void check_fill(DType dt) {
+  using C = cuda::compute_t<T>;
+  for (double value : {0.1, -3.75, 1e6, -1e39, std::numeric_limits<double>::quiet_NaN()}) {
+    if (!is_floating(dt) && (std::isnan(value) || std::abs(value) > 1e9)) continue;
+    std::vector<T> got(700);
+    launch_n(cuda::fill_kernel<T, C>, 700, got.data(), static_cast<C>(value));
+    expect_cpu_bits(got, full({700}, value, dt), cat("fill ", dtype_name(dt), " with ", value));
+  }
+}
+
+TEST(EmulatedSmallKernels, FillIsTheCpusFull) {
+  check_fill<float>(DType::f32);
+  check_fill<bf16>(DType::bf16);
+  check_fill<f16>(DType::f16);
+  check_fill<double>(DType::f64);
+  check_fill<int32_t>(DType::i32);
+  check_fill<int64_t>(DType::i64);
+}
+
+// To a compute-type buffer and back: the CPU's casts (f32 compute for the
+// 16-bit types, f64 for f64), round to nearest even on the way down.
+template <class T, class C>
+void check_convert(DType dt, DType compute) {
+  const Tensor x = spread_tensor(dt, {1000}, 5);
+  const std::vector<T> in = host<T>(x);
+  std::vector<C> widened(in.size());
+  launch_n(cuda::to_compute_k<C, T>, int64_t(in.size()), in.data(), widened.data());
+  expect_cpu_bits(widened, x.to(compute), cat(dtype_name(dt), " to ", dtype_name(compute)));
+  const Tensor wide = spread_tensor(compute, {1000}, 6);  // values between dt's
+  const std::vector<C> from = host<C>(wide);
+  std::vector<T> narrowed(from.size());
+  launch_n(cuda::from_compute_k<C, T>, int64_t(from.size()), from.data(), narrowed.data());
+  expect_cpu_bits(narrowed, wide.to(dt), cat(dtype_name(compute), " to ", dtype_name(dt)));
+}
+
+TEST(EmulatedSmallKernels, ConversionsAreTheCpusCasts) {
+  check_convert<bf16, float>(DType::bf16, DType::f32);
+  check_convert<f16, float>(DType::f16, DType::f32);
+  check_convert<float, float>(DType::f32, DType::f32);
+  check_convert<double, double>(DType::f64, DType::f64);
+  check_convert<bf16, double>(DType::bf16, DType::f64);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ __global__ void from_compute_k(const C* in, T* out, long long n) {
   for (long long i = grid_start(); i < n; i += grid_step()) out[i] = narrow<T>(in[i]);
 }
 
+#if defined(__CUDACC__)  // the launches (the kernels also build for the host: emulated.h)
 template <class C>
 void to_compute(const TensorRef& t, C* out, const std::string& op) {
   visit_floating_storage(t.dtype, op, [&](auto tag) {
@@ -31,5 +32,6 @@ void from_compute(const C* in, const TensorRef& t, const std::string& op) {
     launch_n(from_compute_k<C, T>, t.numel(), in, t.ptr<T>());
   });
 }
+#endif
 
 }  // namespace kiln::cuda

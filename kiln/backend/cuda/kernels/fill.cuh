@@ -11,6 +11,7 @@ __global__ void fill_kernel(T* out, C value, long long n) {
   for (long long i = grid_start(); i < n; i += grid_step()) out[i] = v;
 }
 
+#if defined(__CUDACC__)  // the launches (the kernels also build for the host: emulated.h)
 inline void fill(const TensorRef& out, double value) {
   visit_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -18,5 +19,6 @@ inline void fill(const TensorRef& out, double value) {
     launch_n(fill_kernel<T, C>, out.numel(), out.ptr<T>(), static_cast<C>(value));
   });
 }
+#endif
 
 }  // namespace kiln::cuda
