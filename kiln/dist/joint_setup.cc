@@ -36,17 +36,31 @@ void agree_on(ProcessGroup& group, const std::string& what, const std::string& p
   fail(what, " on ", group.describe(), " failed: ", list);
 }
 
+namespace {
+
+// Runs `undo` with its error dropped: the failure being raised says more.
+void quietly(const std::function<void()>& undo) {
+  if (!undo) return;
+  try {
+    undo();
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
 void joint_setup(ProcessGroup& group, const std::string& what, std::function<void()> step,
-                 const std::function<void()>& undo) {
+                 std::function<void()> undo) {
   struct Outcome {
     std::mutex mu;
     std::condition_variable cv;
     bool returned = false;
+    bool abandoned = false;  // no longer waited for: the step's thread undoes a late success
     std::string problem;
   };
   const std::chrono::milliseconds timeout = group.timeout();
   auto outcome = std::make_shared<Outcome>();
-  std::thread([outcome, step = std::move(step)] {
+  std::thread([outcome, step = std::move(step), undo] {
     std::string problem;
     try {
       step();
@@ -55,10 +69,15 @@ void joint_setup(ProcessGroup& group, const std::string& what, std::function<voi
     } catch (...) {
       problem = "an exception that is not a std::exception";
     }
-    std::lock_guard lock(outcome->mu);
-    outcome->returned = true;
-    outcome->problem = std::move(problem);
-    outcome->cv.notify_all();
+    bool abandoned = false;
+    {
+      std::lock_guard lock(outcome->mu);
+      outcome->returned = true;
+      abandoned = outcome->abandoned;
+      outcome->problem = std::move(problem);
+      outcome->cv.notify_all();
+    }
+    if (abandoned && outcome->problem.empty()) quietly(undo);
   }).detach();
 
   std::string problem;
@@ -69,6 +88,7 @@ void joint_setup(ProcessGroup& group, const std::string& what, std::function<voi
       problem = outcome->problem;
       succeeded = problem.empty();
     } else {
+      outcome->abandoned = true;
       problem = cat("it did not return within ", timeout.count(),
                     " ms (a peer that died or hung during it?)");
     }
@@ -85,12 +105,7 @@ void joint_setup(ProcessGroup& group, const std::string& what, std::function<voi
   try {
     agree_on(group, what, problem);
   } catch (const Error&) {
-    if (succeeded && undo) {
-      try {
-        undo();
-      } catch (...) {  // the error being raised says more
-      }
-    }
+    if (succeeded) quietly(undo);
     throw;
   }
 }

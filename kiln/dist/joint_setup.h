@@ -22,11 +22,13 @@ void agree_on(ProcessGroup& group, const std::string& what, const std::string& p
 // Runs `step` on a thread of its own, waits for it up to the group's
 // timeout, then agrees on its outcome (an exception it throws, or its not
 // returning in time), the exchange waiting up to twice the timeout (a
-// member whose step returned at once waits there for the others'). A step still running then cannot be stopped: its
-// thread is left to it, so `step` must own what it uses. `undo` runs here
-// when this member's step succeeded and another member's did not (to free
-// what it made); an error of its own is dropped for the one being raised.
+// member whose step returned at once waits there for the others'). `undo`
+// frees what a successful step made, where another member's step failed:
+// here, or, for a step that was not waited for and succeeds after all, on
+// its thread. A step still running cannot be stopped: its thread is left
+// to it, so `step` and `undo` must own what they use. An error of undo's
+// own is dropped for the one being raised.
 void joint_setup(ProcessGroup& group, const std::string& what, std::function<void()> step,
-                 const std::function<void()>& undo = {});
+                 std::function<void()> undo = {});
 
 }  // namespace kiln::dist

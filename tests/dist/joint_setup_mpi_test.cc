@@ -1,7 +1,8 @@
 // Joint setup steps (kiln/dist/joint_setup.h) on 2 and 4 ranks: steps that
 // succeed everywhere pass; a step that throws on one rank, or never
 // returns there, fails every rank with an error naming that rank and why,
-// within the group's timeout, and the ranks whose step succeeded undo it.
+// within the group's timeout, and the ranks whose step succeeded undo it
+// (a step that succeeds late, on its own thread).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -62,19 +63,29 @@ TEST(JointSetup, EveryRankFailingAlikeIsOneLine) {
 
 // A step that never returns on rank 1 (a peer lost inside a library's
 // bootstrap): every rank fails after the timeout, none waits for ever.
+// Released then, it succeeds after all, and its own thread undoes it.
 TEST(JointSetup, AStepThatNeverReturnsFailsEveryRankAfterTheTimeout) {
   world()->set_timeout(500ms);
   const bool stuck = world()->rank() == 1;
   auto release = std::make_shared<std::atomic<bool>>(false);
+  auto undone = std::make_shared<std::atomic<bool>>(false);
   const auto start = std::chrono::steady_clock::now();
   const std::string m = error_of([&] {
-    joint_setup(*world(), "the test step", [stuck, release] {
-      while (stuck && !*release) std::this_thread::sleep_for(1ms);
-    });
+    joint_setup(
+        *world(), "the test step",
+        [stuck, release] {
+          while (stuck && !*release) std::this_thread::sleep_for(1ms);
+        },
+        [undone] { *undone = true; });
   });
-  *release = true;  // the step's thread ends
   EXPECT_NE(m.find("world rank 1: it did not return within 500 ms"), std::string::npos) << m;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  if (stuck) {
+    EXPECT_FALSE(*undone) << "still running: nothing made yet";
+  }
+  *release = true;  // the step's thread ends, having made what it makes
+  for (int i = 0; i < 10000 && !*undone; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(*undone) << "every rank's step succeeded in the end, and each is undone";
   world()->set_timeout(60s);
   world()->barrier().wait();
 }
