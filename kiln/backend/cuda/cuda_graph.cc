@@ -33,17 +33,48 @@ using Watchers = std::vector<ReplayWatch>;
 
 }  // namespace
 
-class GraphInstance {
- public:
-  GraphInstance() = default;
-  GraphInstance(const GraphInstance&) = delete;
-  GraphInstance& operator=(const GraphInstance&) = delete;
+// A captured graph's instantiation, freed by its last holder: the graph
+// instance, or a replay launching it (so a drop from another thread never
+// frees it under a launch).
+struct GraphExec {
+  cudaGraphExec_t exec = nullptr;
+  GraphExec() = default;
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
   // A graph still running is freed when it completes.
-  ~GraphInstance() {
+  ~GraphExec() {
     if (exec) (void)cudaGraphExecDestroy(exec);
   }
-  std::mutex mu;                   // held while it is launched or dropped
-  cudaGraphExec_t exec = nullptr;  // null until instantiated and once dropped
+};
+
+class GraphInstance {
+ public:
+  // What a replay launches; null until installed, and once dropped.
+  std::shared_ptr<GraphExec> exec() {
+    std::lock_guard lock(mu_);
+    return exec_;
+  }
+  bool dropped() {
+    std::lock_guard lock(mu_);
+    return dropped_;
+  }
+  // Keeps a capture's instantiation, unless the graph was dropped while it
+  // was being captured: then it is freed here.
+  void install(std::shared_ptr<GraphExec> e) {
+    std::lock_guard lock(mu_);
+    if (!dropped_) exec_ = std::move(e);
+  }
+  void drop() {
+    std::shared_ptr<GraphExec> gone;  // freed outside the lock
+    std::lock_guard lock(mu_);
+    dropped_ = true;
+    gone.swap(exec_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<GraphExec> exec_;
+  bool dropped_ = false;
 };
 
 namespace {
@@ -59,6 +90,24 @@ struct Capture {
 Capture*& capturing() {
   thread_local Capture* c = nullptr;
   return c;
+}
+
+// Whether err is the capture's own failure (a call a graph cannot hold),
+// not the device's.
+bool capture_error(cudaError_t err) {
+  switch (err) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureWrongThread:
+    case cudaErrorCapturedEvent:
+    case cudaErrorNotPermitted: return true;
+    default: return false;
+  }
 }
 
 // Ends the capture on `s`, however it went: the graph, or null with `err`.
@@ -96,16 +145,22 @@ Capture capture(const std::function<void()>& work) {
     throw;
   }
   cudaGraph_t graph = end_capture(s, err);
-  if (!graph)
+  if (!graph && capture_error(err))
     fail("capturing it as a CUDA graph failed (", cudaGetErrorString(err),
          "): one of its kernels made a call a graph cannot hold, such as a synchronisation "
          "or a read back to the host");
-  err = cudaGraphInstantiateWithFlags(&made.instance->exec, graph, 0);
+  if (!graph)  // a sticky error of earlier work, say
+    fail("capturing it as a CUDA graph failed: the device reports ", cudaGetErrorString(err));
+  auto exec = std::make_shared<GraphExec>();
+  err = cudaGraphInstantiateWithFlags(&exec->exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     fail("instantiating its CUDA graph failed: ", cudaGetErrorString(err));
   }
+  // Dropped during the capture (a group holding its work was aborted):
+  // freed now, and captured anew at the replay.
+  made.instance->install(std::move(exec));
   return made;
 }
 
@@ -115,23 +170,18 @@ class CudaGraph final : public RecordedWork {
       : work_(std::move(work)), capture_(std::move(first)) {}
   void replay() override {
     while (true) {
-      if (dropped()) capture_ = capture(work_);
+      if (capture_.instance->dropped()) capture_ = capture(work_);
       for (const ReplayWatch& w : capture_.watchers) w.before_launch();
-      std::unique_lock lock(capture_.instance->mu);
-      if (!capture_.instance->exec) continue;  // dropped since
-      KILN_CUDA_CHECK(cudaGraphLaunch(capture_.instance->exec, current_stream()));
-      lock.unlock();
+      std::shared_ptr<GraphExec> exec = capture_.instance->exec();
+      if (!exec) continue;  // dropped since
+      KILN_CUDA_CHECK(cudaGraphLaunch(exec->exec, current_stream()));
+      exec.reset();
       for (const ReplayWatch& w : capture_.watchers) w.after_launch();
       return;
     }
   }
 
  private:
-  bool dropped() {
-    std::lock_guard lock(capture_.instance->mu);
-    return !capture_.instance->exec;
-  }
-
   std::function<void()> work_;
   Capture capture_;
 };
@@ -151,11 +201,10 @@ std::weak_ptr<GraphInstance> watch_replays(ReplayWatch watch) {
 }
 
 void drop_graph(const std::weak_ptr<GraphInstance>& graph) {
-  std::shared_ptr<GraphInstance> g = graph.lock();
-  if (!g) return;
-  std::lock_guard lock(g->mu);
-  if (g->exec) (void)cudaGraphExecDestroy(std::exchange(g->exec, nullptr));
+  if (std::shared_ptr<GraphInstance> g = graph.lock()) g->drop();
 }
+
+bool capturing_on(int device) { return capture_of(device).capturer == std::this_thread::get_id(); }
 
 CaptureExclusion::CaptureExclusion(int device, const char* what) : device_(device) {
   DeviceCapture& capture = capture_of(device);

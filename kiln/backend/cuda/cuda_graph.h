@@ -31,8 +31,9 @@ class GraphInstance;  // a captured graph's instantiation (cuda_graph.cc)
 // Returns the graph being captured, for drop_graph.
 std::weak_ptr<GraphInstance> watch_replays(ReplayWatch watch);
 // Frees a graph's instantiation (a replay already launched finishes first)
-// where it still exists: NCCL neither destroys nor aborts a communicator
-// while a graph holds its collectives. Its next replay captures it anew.
+// where it still exists, or, for a graph still being captured, the one its
+// capture makes: NCCL neither destroys nor aborts a communicator while a
+// graph holds its collectives. Its next replay captures it anew.
 void drop_graph(const std::weak_ptr<GraphInstance>& graph);
 
 // Held by a thread that puts work on a device's stream from outside its
@@ -40,6 +41,9 @@ void drop_graph(const std::weak_ptr<GraphInstance>& graph);
 // work would land in a graph being captured there, or break the capture,
 // so it waits for the capture to end. On the capturing thread itself it is
 // a kiln::Error: the call cannot be part of a graph.
+// Whether the calling thread is capturing a CUDA graph on `device`.
+bool capturing_on(int device);
+
 class CaptureExclusion {
  public:
   CaptureExclusion(int device, const char* what);
