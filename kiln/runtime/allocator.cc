@@ -46,7 +46,8 @@ void* CachingAllocator::allocate(size_t bytes) {
     it->second.pop_back();
   } else {
     p = raw_.allocate(size);
-    if (!p) {
+    const bool can_release = raw_.can_release();
+    if (!p && can_release) {
       // Cached blocks of other sizes may be what the request needs.
       release_cached();
       p = raw_.allocate(size);

@@ -26,6 +26,9 @@ class RawMemory {
   virtual ~RawMemory() = default;
   virtual void* allocate(size_t bytes) = 0;  // nullptr when out of memory
   virtual void release(void* p, size_t bytes) = 0;
+  // Whether the calling thread may release now: a GPU's memory is not freed
+  // by a thread capturing a CUDA graph there (cudaFree synchronises).
+  virtual bool can_release() const { return true; }
   // The error message for a request of `bytes` that failed even after the
   // cache was emptied; `stats` is the allocator's state at that moment.
   virtual std::string out_of_memory(size_t bytes, const MemoryStats& stats);

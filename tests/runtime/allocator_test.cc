@@ -99,6 +99,35 @@ TEST(CachingAllocator, OutOfMemoryAfterTheRetryIsAnErrorNamingTheRequest) {
   a.free(held, 3000);
 }
 
+// Memory that may not be released now (a GPU's, on a thread capturing a
+// CUDA graph): an allocation that fails is out of memory at once, and the
+// cached blocks stay cached rather than being lost to a refused release.
+class UnreleasableMemory : public LimitedMemory {
+ public:
+  using LimitedMemory::LimitedMemory;
+  void release(void* p, size_t bytes) override {
+    ASSERT_TRUE(can_release_now) << "released while it may not be";
+    LimitedMemory::release(p, bytes);
+  }
+  bool can_release() const override { return can_release_now; }
+  bool can_release_now = false;
+};
+
+TEST(CachingAllocator, KeepsItsCacheWhereNothingMayBeReleased) {
+  UnreleasableMemory raw(4096);
+  CachingAllocator a(raw);
+  void* small = a.allocate(3000);
+  a.free(small, 3000);
+  EXPECT_THROW(a.allocate(4000), Error);
+  EXPECT_EQ(a.stats().reserved, int64_t(CachingAllocator::round_size(3000))) << "still cached";
+  EXPECT_EQ(a.allocate(3000), small) << "and handed out again";
+  a.free(small, 3000);
+  raw.can_release_now = true;
+  void* big = a.allocate(4000);  // now the cache is emptied for it
+  EXPECT_NE(big, nullptr);
+  a.free(big, 4000);
+}
+
 TEST(CachingAllocator, SizeClassesBoundWaste) {
   for (size_t n : {1ul, 63ul, 65ul, 1000ul, (1ul << 20) + 1, 5ul << 20, (100ul << 20) + 7}) {
     size_t r = CachingAllocator::round_size(n);

@@ -34,6 +34,8 @@ void DeviceMemory::release(void* p, size_t) {
   KILN_CUDA_CHECK(cudaFree(p));
 }
 
+bool DeviceMemory::can_release() const { return !capturing_on(device_); }
+
 std::string DeviceMemory::out_of_memory(size_t bytes, const MemoryStats& stats) {
   DeviceMemoryInfo info;
   {

@@ -25,6 +25,7 @@ class DeviceMemory final : public RawMemory {
   explicit DeviceMemory(int device) : device_(device) {}
   void* allocate(size_t bytes) override;  // nullptr when the device is out of memory
   void release(void* p, size_t bytes) override;
+  bool can_release() const override;
   std::string out_of_memory(size_t bytes, const MemoryStats& stats) override;
 
  private:

@@ -24,7 +24,12 @@ std::string out_of_memory_message(int device, size_t requested, const DeviceMemo
              " (", requested, " bytes) failed with ", bytes_text(double(info.free)), " free of ",
              bytes_text(double(info.total)), "; kiln holds ", bytes_text(double(stats.reserved)),
              " reserved, ", bytes_text(double(stats.allocated)),
-             " of it in live tensors (its cache was emptied and the allocation retried). "
+             " of it in live tensors (",
+             stats.reserved == stats.allocated
+                 ? std::string("its cache was emptied and the allocation retried")
+                 : cat("the rest is its cache, which a thread capturing a CUDA graph cannot "
+                       "return to CUDA"),
+             "). "
              "Keep fewer activations for the backward (--activation_checkpoint.mode=selective "
              "or full), use a smaller batch (--training.local_batch_size), or free tensors "
              "that are no longer needed");

@@ -26,10 +26,16 @@ void PinnedMemory::release(void* p, size_t) {
   KILN_CUDA_CHECK(cudaFreeHost(p));
 }
 
+bool PinnedMemory::can_release() const { return !capturing_on(device_); }
+
 std::string PinnedMemory::out_of_memory(size_t bytes, const MemoryStats& stats) {
   return cat("cuda:", device_, ": out of pinned host memory for activation offload, allocating ",
-             bytes, " bytes (the offload pool holds ", stats.reserved,
-             " bytes, all of them in live activations); offload fewer activations "
+             bytes, " bytes (the offload pool holds ", stats.reserved, " bytes, ",
+             stats.reserved == stats.allocated
+                 ? std::string("all of them in live activations")
+                 : cat(stats.allocated, " of them in live activations and the rest cached, "
+                       "which a thread capturing a CUDA graph cannot return to CUDA"),
+             "); offload fewer activations "
              "(activation_checkpoint.mode selective or full) or free host memory");
 }
 

@@ -15,6 +15,7 @@ class PinnedMemory final : public RawMemory {
   explicit PinnedMemory(int device) : device_(device) {}
   void* allocate(size_t bytes) override;  // nullptr when none can be pinned
   void release(void* p, size_t bytes) override;
+  bool can_release() const override;
   std::string out_of_memory(size_t bytes, const MemoryStats& stats) override;
 
  private:
