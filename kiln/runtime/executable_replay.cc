@@ -2,7 +2,6 @@
 // addresses, over buffers every recording of the program shares.
 #include <map>
 #include <mutex>
-#include <optional>
 
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
@@ -23,6 +22,18 @@ struct Copy {
   TensorRef dst, src;
 };
 
+// The recordings of a program and the buffers they all share (their runs
+// follow one another on the queue). Queued runs hold it too, so a program
+// refused its recordings frees them once the last of those has run.
+struct Recordings {
+  Arenas arenas;
+  std::vector<std::shared_ptr<Storage>> inputs;   // per input: its copy, or null (read in place)
+  std::vector<std::shared_ptr<Storage>> outputs;  // per output: the program's own, or null
+  std::unique_ptr<PrivateMemory> memory;
+  // Last: freed before the memory they were recorded over.
+  std::map<std::vector<const void*>, Recorded> recorded;
+};
+
 }  // namespace
 
 struct Executable::Replays {
@@ -30,12 +41,7 @@ struct Executable::Replays {
   ReplayStats stats;
   bool warmed = false;   // a first run ran plainly
   bool checked = false;  // the ops were checked against the backend
-  // Shared by every recording: their runs follow one another on the queue.
-  std::optional<Arenas> arenas;
-  std::vector<std::shared_ptr<Storage>> inputs;   // per input: its copy, or null (read in place)
-  std::vector<std::shared_ptr<Storage>> outputs;  // per output: the program's own, or null
-  std::unique_ptr<PrivateMemory> memory;
-  std::map<std::vector<const void*>, std::shared_ptr<Recorded>> recorded;
+  std::shared_ptr<Recordings> recordings;  // made by the first replayed run; dropped once refused
 };
 
 namespace {
@@ -97,38 +103,40 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
 
   const auto& inputs = graph_.inputs();
   const auto& outputs = graph_.outputs();
-  if (!r.arenas) {
+  if (!r.recordings) {
+    auto made = std::make_shared<Recordings>(Recordings{Arenas(device_, stats_), {}, {}, nullptr, {}});
     std::vector<bool> donated(inputs.size(), false);
     for (auto [in, out] : stats_.donated) donated[size_t(in)] = true;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const ir::TypeInfo& t = graph_.type(inputs[i]);
       const int64_t bytes = t.shape.numel() * int64_t(itemsize(t.dtype));
-      r.inputs.push_back(donated[i] || bytes > kCopiedInputBytes
-                             ? nullptr
-                             : std::make_shared<Storage>(device_, size_t(bytes)));
+      made->inputs.push_back(donated[i] || bytes > kCopiedInputBytes
+                                 ? nullptr
+                                 : std::make_shared<Storage>(device_, size_t(bytes)));
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
       const bool own = impl_->slots[outputs[o]].kind == Slot::output &&
                        impl_->output_value_index[o] == int(o) && impl_->donated_input[o] < 0;
       const Storage& out = *outs[o].impl().storage;
-      r.outputs.push_back(own ? std::make_shared<Storage>(device_, out.nbytes, out.pool) : nullptr);
+      made->outputs.push_back(own ? std::make_shared<Storage>(device_, out.nbytes, out.pool) : nullptr);
     }
-    r.arenas.emplace(device_, stats_);
-    r.memory = std::make_unique<PrivateMemory>(device_);
+    made->memory = std::make_unique<PrivateMemory>(device_);
+    r.recordings = std::move(made);
   }
+  std::shared_ptr<Recordings> shared = r.recordings;
 
   std::vector<const void*> key;
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (!r.inputs[i]) key.push_back(data_of(args[i]));
-  auto it = r.recorded.find(key);
-  if (it == r.recorded.end()) {
-    if (r.recorded.size() >= kMaxRecordings) {
+    if (!shared->inputs[i]) key.push_back(data_of(args[i]));
+  auto it = shared->recorded.find(key);
+  if (it == shared->recorded.end()) {
+    if (shared->recorded.size() >= kMaxRecordings) {
       count(r.stats, &ReplayStats::plain);
       return false;
     }
-    it = r.recorded.emplace(std::move(key), std::make_shared<Recorded>()).first;
+    it = shared->recorded.try_emplace(std::move(key)).first;
   }
-  std::shared_ptr<Recorded> rec = it->second;
+  Recorded* rec = &it->second;  // the map's node: lives as long as `shared`
 
   auto ref = [&](ir::ValueId v, void* data) {
     const ir::TypeInfo& t = graph_.type(v);
@@ -141,29 +149,36 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
     const size_t w = size_t(s.where);
     void* data = nullptr;
     if (s.kind == Slot::input)
-      data = r.inputs[w] ? r.inputs[w]->data : data_of(args[w]);
+      data = shared->inputs[w] ? shared->inputs[w]->data : data_of(args[w]);
     else if (s.kind == Slot::output)
-      data = r.outputs[w] ? r.outputs[w]->data : data_of(outs[w]);
+      data = shared->outputs[w] ? shared->outputs[w]->data : data_of(outs[w]);
     else
-      data = r.arenas->at(s);
+      data = shared->arenas.at(s);
     refs[v] = ref(ir::ValueId(v), data);
   }
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (r.inputs[i]) copy_in.push_back({ref(inputs[i], r.inputs[i]->data), ref(inputs[i], data_of(args[i]))});
+    if (shared->inputs[i])
+      copy_in.push_back({ref(inputs[i], shared->inputs[i]->data), ref(inputs[i], data_of(args[i]))});
   for (size_t o = 0; o < outputs.size(); ++o)
-    if (r.outputs[o]) copy_out.push_back({ref(outputs[o], data_of(outs[o])), ref(outputs[o], r.outputs[o]->data)});
+    if (shared->outputs[o])
+      copy_out.push_back({ref(outputs[o], data_of(outs[o])), ref(outputs[o], shared->outputs[o]->data)});
   lock.unlock();
 
   std::vector<std::shared_ptr<Storage>> keep;
   for (const Tensor& t : args) keep.push_back(t.impl().storage);
   for (const Tensor& t : outs) keep.push_back(t.impl().storage);
   const Impl* impl = impl_.get();
-  auto task = [this, impl, state = replays_, rec, refs = std::move(refs), copy_in = std::move(copy_in),
-               copy_out = std::move(copy_out), keep = std::move(keep)] {
+  auto task = [this, impl, state = replays_, shared = std::move(shared), rec, refs = std::move(refs),
+               copy_in = std::move(copy_in), copy_out = std::move(copy_out), keep = std::move(keep)] {
     Backend& b = backend(device_);
     for (const Copy& c : copy_in) b.strided_copy(c.dst, c.src);
-    PrivateMemory* memory = state->memory.get();
-    if (!rec->work && !rec->failed) {
+    PrivateMemory* memory = shared->memory.get();
+    bool refused = false;
+    {
+      std::lock_guard l(state->mu);
+      refused = !state->stats.refused.empty();  // by a run queued before this one
+    }
+    if (!rec->work && !rec->failed && !refused) {
       try {
         rec->work = b.record(device_.index, [impl, refs, memory, device = device_, name = name_] {
           PrivateMemoryScope scope(*memory);
@@ -175,6 +190,9 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
         rec->failed = true;
         std::lock_guard l(state->mu);
         refuse(state->stats, name_, cat("recording it failed: ", e.what()));
+        // Later runs are plain, over buffers of their own: these go with
+        // the runs already queued.
+        state->recordings.reset();
       }
     }
     if (rec->work) {

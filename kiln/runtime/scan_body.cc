@@ -1,5 +1,6 @@
 #include "kiln/runtime/scan_body.h"
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -113,6 +114,23 @@ void scan_kernel(const KernelArgs& a) {
       for (size_t k = size_t(from); k < a.out.size(); ++k)
         offloaded.emplace_back(k, DoubleBuffer(a.device, a.out[k]));
   }
+  // However the loop ends, the transfers still in flight end before their
+  // buffers go back to the pool (after an error, with errors of their own
+  // dropped: the one raised says more).
+  struct Drain {
+    std::function<void()> finish;
+    ~Drain() {
+      try {
+        finish();
+      } catch (...) {
+      }
+    }
+  } drain{[&] {
+    for (auto& [k, b] : reloaded)
+      for (const TensorRef& side : b.side) finish_transfer(side.data);
+    for (auto& [k, b] : offloaded)
+      for (int64_t i = 0; i < length; ++i) finish_transfer(slice_of(a.out[k], i).data);
+  }};
   auto reload = [&](int64_t step) {
     for (auto& [k, b] : reloaded) start_transfer(a.device, b.side[step % 2], slice_of(a.in[k], index_at(step)));
   };
@@ -142,6 +160,7 @@ void scan_kernel(const KernelArgs& a) {
   for (auto& [k, b] : offloaded)
     for (int64_t step = std::max<int64_t>(length - 2, 0); step < length; ++step)
       finish_transfer(slice_of(a.out[k], index_at(step)).data);
+  drain.finish = [] {};
   for (size_t k = 0; k < carries; ++k) be.strided_copy(a.out[k], current[k]);
 }
 
