@@ -55,18 +55,20 @@ Library load() {
 }  // namespace
 
 const Library& library() {
+  // Never destroyed: a thread left in a joint setup step, or a group's
+  // poller, may call NCCL while the process exits.
   static std::once_flag once;
-  static Library lib;
-  static std::string error;
+  static auto* lib = new Library{};
+  static auto* error = new std::string;
   std::call_once(once, [] {
     try {
-      lib = load();
+      *lib = load();
     } catch (const Error& e) {
-      error = e.what();
+      *error = e.what();
     }
   });
-  KILN_CHECK(error.empty(), error);
-  return lib;
+  KILN_CHECK(error->empty(), *error);
+  return *lib;
 }
 
 void check(ncclResult_t result, const char* what) {

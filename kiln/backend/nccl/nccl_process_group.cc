@@ -119,6 +119,13 @@ Lane& lane_of(int device) {
   return l;
 }
 
+// The poller's own host group beside `host`: its exchange on a timeout
+// never meets the host traffic of other threads. Made before the
+// communicator, so a group never fails to be made once every member has it.
+std::shared_ptr<ProcessGroup> watch_group(ProcessGroup& host) {
+  return host.split(0, host.rank(), host.name() + "/nccl-watch");
+}
+
 // A CUDA event, destroyed with its last holder (a Work's device wait may
 // still be ordering a stream on it after its collective completed).
 struct Event {
@@ -138,8 +145,11 @@ struct Pending {
   // Its number among this group's collectives, from 1; 0 for a send or a
   // receive, which only its two ranks make.
   int64_t seq = 0;
-  int peer = -1;  // a send's or receive's peer (world rank)
-  std::shared_ptr<Event> done;
+  // A send's or receive's peer (world rank); for a replayed graph whose
+  // calls on the group are all sends and receives, each of their peers.
+  std::vector<int> peers;
+  std::shared_ptr<Event> done;  // null for a captured one: done once issued
+  bool captured = false;        // issued into a CUDA graph being captured
   std::atomic<bool> issued{false};  // done is recorded after the calls
 };
 
@@ -148,6 +158,7 @@ struct Pending {
 struct CapturedBatch {
   int64_t count = 0;        // every captured call
   int64_t collectives = 0;  // of them, those every rank makes (not sends or receives)
+  std::vector<int> peers;   // the sends' and receives' peers (world ranks)
   std::string first;        // the first one's description
 };
 
@@ -158,26 +169,44 @@ bool point_to_point(CollectiveKind k) {
 class NcclProcessGroup final : public ProcessGroup,
                                public std::enable_shared_from_this<NcclProcessGroup> {
  public:
-  NcclProcessGroup(std::shared_ptr<ProcessGroup> host, int device, ncclComm_t comm)
+  // `watch` is the poller's own host group (watch_group), `comm` the
+  // communicator over `host`'s members; the device's lane exists already.
+  NcclProcessGroup(std::shared_ptr<ProcessGroup> host, std::shared_ptr<ProcessGroup> watch,
+                   int device, ncclComm_t comm)
       : ProcessGroup(host->rank(), host->size(), host->name(), host->world_ranks(),
                      host->timeout()),
-        host_(std::move(host)), device_(device), comm_(comm), lane_(lane_of(device)) {
-    // The poller's own host group: its exchange on a timeout never meets
-    // the host traffic of other threads.
-    watch_ = host_->split(0, host_->rank(), name() + "/nccl-watch");
+        host_(std::move(host)), watch_(std::move(watch)), device_(device), comm_(comm),
+        lane_(lane_of(device)) {
     poller_ = std::thread([this] { poll(); });
   }
 
+  // The group over `comm`, made once every member has it: a member that
+  // cannot make its part aborts the communicator (its peers' collectives on
+  // it then fail by their timeout, naming it).
+  static std::shared_ptr<NcclProcessGroup> make(std::shared_ptr<ProcessGroup> host,
+                                                std::shared_ptr<ProcessGroup> watch, int device,
+                                                ncclComm_t comm) {
+    try {
+      return std::make_shared<NcclProcessGroup>(std::move(host), std::move(watch), device, comm);
+    } catch (...) {
+      library().comm_abort(comm);
+      throw;
+    }
+  }
+
   // Returns once this rank's collectives on the group are done (the poller
-  // watches them to their end or their timeout).
+  // watches them to their end or their timeout). The graphs holding its
+  // collectives go first: none is launched on a group being destroyed.
   ~NcclProcessGroup() override {
+    drop_graphs();
     {
       std::lock_guard lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
     poller_.join();
-    drop_graphs();
+    drop_graphs();  // any captured meanwhile
+    std::lock_guard issuing(lane_.issue);  // no other group's calls on the device meanwhile
     if (std::lock_guard lock(abort_mu_); aborted_.empty()) library().comm_destroy(comm_);
   }
 
@@ -187,6 +216,7 @@ class NcclProcessGroup final : public ProcessGroup,
   // still inside ncclCommSplit returns, and the ranks stay in step).
   std::shared_ptr<ProcessGroup> split(int color, int key, std::string name) override {
     std::shared_ptr<ProcessGroup> host = host_->split(color, key, name);
+    std::shared_ptr<ProcessGroup> watch = watch_group(*host);
     auto comm = std::make_shared<ncclComm_t>(nullptr);
     {
       std::lock_guard lock(lane_.issue);
@@ -209,36 +239,28 @@ class NcclProcessGroup final : public ProcessGroup,
         throw;
       }
     }
-    auto g = std::make_shared<NcclProcessGroup>(std::move(host), device_, *comm);
+    std::shared_ptr<NcclProcessGroup> g = make(std::move(host), std::move(watch), device_, *comm);
     g->set_timeout(timeout());
     return g;
   }
 
  protected:
   Work start(Collective c) override {
-    const bool in_device = on_device(c.in), out_device = on_device(c.out);
-    if (!in_device && !out_device) return run_on(*host_, c);
-    KILN_CHECK((in_device || !c.in) && (out_device || !c.out), collective_name(c.kind), " on ",
-               describe(), ": one buffer is in device memory and the other in host memory; "
-               "NCCL moves device memory only");
+    // A call with no buffers (a barrier; nothing to move on this rank)
+    // runs on NCCL, as its peers' calls with device buffers do.
+    const bool in_host = c.in && !on_device(c.in), out_host = c.out && !on_device(c.out);
+    if (in_host || out_host) {
+      KILN_CHECK((in_host || !c.in) && (out_host || !c.out), collective_name(c.kind), " on ",
+                 describe(), ": one buffer is in device memory and the other in host memory; "
+                 "NCCL moves device memory only");
+      return run_on(*host_, c);
+    }
     std::lock_guard lock(lane_.issue);
     check_usable(collective_name(c.kind));
     cuda::DeviceGuard on(device_);
     if (unsigned long long graph = capture_id()) return start_captured(c, graph);
-    auto p = std::make_shared<Pending>();
-    p->deadline = Clock::now() + timeout();
-    p->what = describe_call(c);
-    if (point_to_point(c.kind))
-      p->peer = world_ranks()[size_t(c.peer)];
-    else
-      p->seq = ++started_;
-    p->done = std::make_shared<Event>();
-    {
-      std::lock_guard plock(mu_);
-      pending_.push_back(p);
-    }
-    cv_.notify_all();
-    try {
+    std::shared_ptr<Pending> p = watch_issue(c, /*captured=*/false);
+    issue(*p, [&] {
       // Called on the device's queue thread: after the work enqueued there.
       if (cuda::bound_to(device_)) {
         KILN_CUDA_CHECK(cudaEventRecord(lane_.ready, cuda::current_stream()));
@@ -246,12 +268,7 @@ class NcclProcessGroup final : public ProcessGroup,
       }
       enqueue(c, lane_.stream);
       KILN_CUDA_CHECK(cudaEventRecord(p->done->e, lane_.stream));
-    } catch (const std::exception& e) {
-      // Part of it may be issued: the ranks are out of step, and NCCL asks
-      // for an abort after a failed call.
-      abort(cat(p->what, " on ", describe(), " could not be issued: ", e.what()));
-      throw;
-    }
+    });
     // A wait on the queue thread orders the device's later work after the
     // collective and returns.
     p->state->set_device_wait(
@@ -269,6 +286,41 @@ class NcclProcessGroup final : public ProcessGroup,
   bool aborted() {
     std::lock_guard lock(abort_mu_);
     return !aborted_.empty();
+  }
+
+  // A collective about to be issued, watched by the poller from now: NCCL's
+  // calls may block, waiting for peers (NCCL connects to them at the first
+  // collective between them, also under a capture). A captured one is done
+  // once issued, nothing running now.
+  std::shared_ptr<Pending> watch_issue(const Collective& c, bool captured) {
+    auto p = std::make_shared<Pending>();
+    p->deadline = Clock::now() + timeout();
+    p->what = captured ? cat(describe_call(c), " (captured into a CUDA graph)") : describe_call(c);
+    p->captured = captured;
+    if (point_to_point(c.kind))
+      p->peers = {world_ranks()[size_t(c.peer)]};
+    else if (!captured)
+      p->seq = ++started_;
+    if (!captured) p->done = std::make_shared<Event>();
+    {
+      std::lock_guard lock(mu_);
+      pending_.push_back(p);
+    }
+    cv_.notify_all();
+    return p;
+  }
+
+  // Runs `calls`, p's NCCL calls. One that fails may have issued part of
+  // them: the ranks are out of step, and NCCL asks for an abort after a
+  // failed call.
+  template <class F>
+  void issue(const Pending& p, F&& calls) {
+    try {
+      calls();
+    } catch (const std::exception& e) {
+      abort(cat(p.what, " on ", describe(), " could not be issued: ", e.what()));
+      throw;
+    }
   }
 
   // Raises where the communicator was aborted: `what` cannot run on it.
@@ -291,36 +343,47 @@ class NcclProcessGroup final : public ProcessGroup,
 
   // `c` inside the CUDA graph being captured (`graph`): its calls go into
   // the graph on the capture stream, forked from the device's stream and
-  // joined back by the wait, and run at each replay. Nothing runs now, so
-  // the host has nothing to watch; each replay is watched instead, the
-  // graph's collectives on this group as one (watch_replay). The graph
+  // joined back by the wait, and run at each replay. Nothing runs now: the
+  // poller watches only the issue (NCCL may connect to peers in it), and
+  // each replay, the graph's collectives on this group as one
+  // (watch_replay). The graph
   // holds the group (NCCL keeps the communicator until the graph goes), so
   // the group drops it before it destroys or aborts the communicator.
   Work start_captured(const Collective& c, unsigned long long graph) {
     if (graph != batch_graph_ || !batch_) {
-      batch_graph_ = graph;
-      batch_ = std::make_shared<CapturedBatch>();
+      auto batch = std::make_shared<CapturedBatch>();
       std::weak_ptr<NcclProcessGroup> group = weak_from_this();
       std::weak_ptr<cuda::GraphInstance> held = cuda::watch_replays(
           {[group] {
-             if (std::shared_ptr<NcclProcessGroup> g = group.lock())
-               g->check_usable("a replay of a CUDA graph holding its collectives");
+             std::shared_ptr<NcclProcessGroup> g = group.lock();
+             KILN_CHECK(g, "a CUDA graph holding collectives of an NCCL group that is being "
+                           "destroyed cannot be replayed");
+             g->check_usable("a replay of a CUDA graph holding its collectives");
            },
-           [group, batch = batch_] {
+           [group, batch] {
              if (std::shared_ptr<NcclProcessGroup> g = group.lock()) g->watch_replay(*batch);
            }});
+      batch_graph_ = graph;
+      batch_ = std::move(batch);
       std::lock_guard lock(mu_);
       std::erase_if(graphs_,
                     [](const std::weak_ptr<cuda::GraphInstance>& g) { return g.expired(); });
       graphs_.push_back(std::move(held));
     }
     if (batch_->count++ == 0) batch_->first = describe_call(c);
-    if (!point_to_point(c.kind)) ++batch_->collectives;
+    if (point_to_point(c.kind))
+      batch_->peers.push_back(world_ranks()[size_t(c.peer)]);
+    else
+      ++batch_->collectives;
     auto done = std::make_shared<Event>();
-    KILN_CUDA_CHECK(cudaEventRecord(lane_.ready, cuda::current_stream()));
-    KILN_CUDA_CHECK(cudaStreamWaitEvent(lane_.capture_stream, lane_.ready, 0));
-    enqueue(c, lane_.capture_stream);
-    KILN_CUDA_CHECK(cudaEventRecord(done->e, lane_.capture_stream));
+    std::shared_ptr<Pending> p = watch_issue(c, /*captured=*/true);
+    issue(*p, [&] {
+      KILN_CUDA_CHECK(cudaEventRecord(lane_.ready, cuda::current_stream()));
+      KILN_CUDA_CHECK(cudaStreamWaitEvent(lane_.capture_stream, lane_.ready, 0));
+      enqueue(c, lane_.capture_stream);
+      KILN_CUDA_CHECK(cudaEventRecord(done->e, lane_.capture_stream));
+    });
+    p->issued = true;
     auto state = std::make_shared<WorkState>();
     state->set_device_wait(
         [done] {
@@ -344,7 +407,10 @@ class NcclProcessGroup final : public ProcessGroup,
                   ? cat(b.first, " (in a replayed CUDA graph)")
                   : cat("the ", b.count, " collectives of a replayed CUDA graph (the first: ",
                         b.first, ")");
-    p->seq = started_ += b.collectives;
+    if (b.collectives)
+      p->seq = started_ += b.collectives;
+    else
+      p->peers = b.peers;  // only they and this rank replay them
     p->done = std::make_shared<Event>();
     KILN_CUDA_CHECK(cudaEventRecord(p->done->e, cuda::current_stream()));
     p->state->set_device_wait(
@@ -518,8 +584,9 @@ class NcclProcessGroup final : public ProcessGroup,
         std::lock_guard alock(abort_mu_);
         if (!aborted_.empty()) error = cat(p->what, " on ", describe(), " failed: ", aborted_);
       }
-      const cudaError_t q =
-          !error.empty() || !p->issued ? cudaErrorNotReady : cudaEventQuery(p->done->e);
+      const cudaError_t q = !error.empty() || !p->issued ? cudaErrorNotReady
+                            : p->done                    ? cudaEventQuery(p->done->e)
+                                                         : cudaSuccess;
       ncclResult_t async = ncclSuccess;
       if (!error.empty() || q == cudaSuccess) {
       } else if (q != cudaErrorNotReady) {
@@ -552,23 +619,36 @@ class NcclProcessGroup final : public ProcessGroup,
   std::string timeout_message(const Pending& p) {
     std::string head = cat(p.what, " on ", describe(), " did not complete within ",
                            timeout().count(), " ms");
-    if (p.peer >= 0)
-      return cat(head, "; its peer, world rank ", p.peer,
-                 ", did not make the matching call, or the link to it failed");
+    if (!p.peers.empty()) {
+      std::vector<int> peers = p.peers;
+      std::sort(peers.begin(), peers.end());
+      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+      std::string list;
+      for (int r : peers) list += cat(list.empty() ? "" : ", ", r);
+      return cat(head, peers.size() == 1 ? "; its peer, world rank " : "; its peers, world ranks ",
+                 list, peers.size() == 1 ? ", did not make the matching call" :
+                                           ", did not all make the matching calls",
+                 ", or the link failed");
+    }
+    if (p.captured)
+      return cat(head, ": NCCL connects a rank to its peers at their first collective, also "
+                       "under a capture, and some did not answer (did every rank capture the "
+                       "same program?)");
     head += cat(" (collective #", p.seq, " of this group)");
-    std::vector<int64_t> counts(static_cast<size_t>(size()));
-    int64_t mine = started_;
+    auto counts = std::make_unique<std::vector<int64_t>>(static_cast<size_t>(size()));
+    auto mine = std::make_unique<int64_t>(started_);
     try {
       watch_->set_timeout(timeout());
-      watch_->all_gather(&mine, counts.data(), 1, DType::i64).wait();
+      dist::wait_keeping_on_failure(
+          watch_->all_gather(mine.get(), counts->data(), 1, DType::i64), mine, counts);
     } catch (const Error& e) {
       return cat(head, "; asking the ranks how far they got failed: ", e.what());
     }
     std::string behind;
     for (int r = 0; r < size(); ++r)
-      if (counts[size_t(r)] < p.seq)
+      if ((*counts)[size_t(r)] < p.seq)
         behind += cat(behind.empty() ? "" : ", ", world_ranks()[size_t(r)], " (at #",
-                      counts[size_t(r)], ")");
+                      (*counts)[size_t(r)], ")");
     return behind.empty()
                ? cat(head, "; every rank started it, so NCCL stalled (a network or GPU fault?)")
                : cat(head, "; world ranks ", behind, " did not arrive");
@@ -655,23 +735,27 @@ std::shared_ptr<ProcessGroup> nccl_group(std::shared_ptr<ProcessGroup> host, int
     library();
     cuda::DeviceGuard on(device);
     KILN_CUDA_CHECK(cudaFree(nullptr));  // creates the context
+    lane_of(device);
   } catch (const Error& e) {
     problem = cat("cuda:", device, ": ", e.what());
   }
   dist::agree_on(*host, "Checking each rank's GPU for NCCL", problem);
 
   // Rank 0's unique id, once every rank knows it was made.
-  ncclUniqueId id{};
+  auto made_id = std::make_unique<ncclUniqueId>();
   problem.clear();
   if (host->rank() == 0) {
     try {
-      check(library().get_unique_id(&id), "ncclGetUniqueId");
+      check(library().get_unique_id(made_id.get()), "ncclGetUniqueId");
     } catch (const Error& e) {
       problem = e.what();
     }
   }
   dist::agree_on(*host, "Making NCCL's unique id", problem);
-  host->broadcast(&id, int64_t(sizeof id), DType::b8, 0).wait();
+  dist::wait_keeping_on_failure(
+      host->broadcast(made_id.get(), int64_t(sizeof(ncclUniqueId)), DType::b8, 0), made_id);
+  const ncclUniqueId id = *made_id;
+  std::shared_ptr<ProcessGroup> watch = watch_group(*host);
 
   // NCCL's bootstrap has no timeout of its own: a peer lost during it
   // would hold the others there for ever.
@@ -684,7 +768,7 @@ std::shared_ptr<ProcessGroup> nccl_group(std::shared_ptr<ProcessGroup> host, int
         check(library().comm_init_rank(comm.get(), n, id, rank), "ncclCommInitRank");
       },
       [comm] { library().comm_abort(*comm); });
-  return std::make_shared<NcclProcessGroup>(std::move(host), device, *comm);
+  return NcclProcessGroup::make(std::move(host), std::move(watch), device, *comm);
 }
 
 namespace {
