@@ -52,12 +52,20 @@ class TrainE2E : public ::testing::Test {
 std::optional<TempDir> TrainE2E::temp_;
 fs::path TrainE2E::root_;
 
-// Runs `kiln <args>` until metrics.jsonl in `dump` has a step >= `step`,
+// Runs `kiln <args>` until metrics.jsonl in `dump` has a step >= `step`
+// that this run logged (an earlier run may have got there: a signal before
+// the run's handlers are set would end it as the default action does),
 // then sends `sig`; returns the exit status (run_cli_until's).
 int interrupt_run(const std::string& args, const fs::path& dump, const fs::path& log, int step,
                   int sig) {
+  const int64_t before = last_logged_step(dump.string());
   return run_cli_until(
-      args, log.string(), [&] { return last_logged_step(dump.string()) >= step; }, sig);
+      args, log.string(),
+      [&] {
+        const int64_t now = last_logged_step(dump.string());
+        return now >= step && now > before;
+      },
+      sig);
 }
 
 // Generated text without the "generating from ..." line (stderr).
