@@ -24,7 +24,9 @@ std::unique_ptr<RecordedWork> capture_graph(std::function<void()> work);
 // them out). Both run on the replaying thread. Outside a capture,
 // watch_replays is a kiln::Error.
 struct ReplayWatch {
-  std::function<void()> before_launch;  // may throw: the graph is then not launched
+  // May throw (the graph is then not launched) or drop the graph (it is
+  // then captured anew).
+  std::function<void()> before_launch;
   std::function<void()> after_launch;
 };
 class GraphInstance;  // a captured graph's instantiation (cuda_graph.cc)
@@ -36,14 +38,14 @@ std::weak_ptr<GraphInstance> watch_replays(ReplayWatch watch);
 // graph holds its collectives. Its next replay captures it anew.
 void drop_graph(const std::weak_ptr<GraphInstance>& graph);
 
+// Whether the calling thread is capturing a CUDA graph on `device`.
+bool capturing_on(int device);
+
 // Held by a thread that puts work on a device's stream from outside its
 // queue thread (a host upload) or synchronises the device (cudaFree): such
 // work would land in a graph being captured there, or break the capture,
 // so it waits for the capture to end. On the capturing thread itself it is
 // a kiln::Error: the call cannot be part of a graph.
-// Whether the calling thread is capturing a CUDA graph on `device`.
-bool capturing_on(int device);
-
 class CaptureExclusion {
  public:
   CaptureExclusion(int device, const char* what);

@@ -206,7 +206,6 @@ class NcclProcessGroup final : public ProcessGroup,
     cv_.notify_all();
     poller_.join();
     drop_graphs();  // any captured meanwhile
-    std::lock_guard issuing(lane_.issue);  // no other group's calls on the device meanwhile
     if (std::lock_guard lock(abort_mu_); aborted_.empty()) library().comm_destroy(comm_);
   }
 
@@ -246,8 +245,10 @@ class NcclProcessGroup final : public ProcessGroup,
 
  protected:
   Work start(Collective c) override {
-    // A call with no buffers (a barrier; nothing to move on this rank)
-    // runs on NCCL, as its peers' calls with device buffers do.
+    // A barrier synchronises the hosts. Another call with no buffers
+    // (nothing to move on this rank) runs on NCCL, as its peers' calls with
+    // device buffers do.
+    if (c.kind == CollectiveKind::barrier) return run_on(*host_, c);
     const bool in_host = c.in && !on_device(c.in), out_host = c.out && !on_device(c.out);
     if (in_host || out_host) {
       KILN_CHECK((in_host || !c.in) && (out_host || !c.out), collective_name(c.kind), " on ",
@@ -353,16 +354,19 @@ class NcclProcessGroup final : public ProcessGroup,
     if (graph != batch_graph_ || !batch_) {
       auto batch = std::make_shared<CapturedBatch>();
       std::weak_ptr<NcclProcessGroup> group = weak_from_this();
+      // The graph, once watch_replays returns it.
+      auto graph_cell = std::make_shared<std::weak_ptr<cuda::GraphInstance>>();
       std::weak_ptr<cuda::GraphInstance> held = cuda::watch_replays(
-          {[group] {
-             std::shared_ptr<NcclProcessGroup> g = group.lock();
-             KILN_CHECK(g, "a CUDA graph holding collectives of an NCCL group that is being "
-                           "destroyed cannot be replayed");
-             g->check_usable("a replay of a CUDA graph holding its collectives");
+          {[group, graph_cell] {
+             if (std::shared_ptr<NcclProcessGroup> g = group.lock())
+               g->check_usable("a replay of a CUDA graph holding its collectives");
+             else  // being destroyed: the graph goes, and is captured anew
+               cuda::drop_graph(*graph_cell);
            },
            [group, batch] {
              if (std::shared_ptr<NcclProcessGroup> g = group.lock()) g->watch_replay(*batch);
            }});
+      *graph_cell = held;
       batch_graph_ = graph;
       batch_ = std::move(batch);
       std::lock_guard lock(mu_);
@@ -557,12 +561,7 @@ class NcclProcessGroup final : public ProcessGroup,
         cuda::rank_ordered_reduce(out, parts, n, c.count, c.count, c.dtype, c.op, s);
         return release(parts, s);
       }
-      case CollectiveKind::barrier: {
-        // A byte from every rank to every rank.
-        char* bytes = staging(size_t(n), s);
-        all_gather(bytes + me, bytes, std::vector<int64_t>(size_t(n), 1), DType::b8, s);
-        return release(bytes, s);
-      }
+      case CollectiveKind::barrier: fail("NCCL group: barriers run on the host group");
       case CollectiveKind::send:
         return exchange({{c.peer, const_cast<char*>(in), size_t(c.count) * w}}, {}, s);
       case CollectiveKind::recv: return exchange({}, {{c.peer, out, size_t(c.count) * w}}, s);
@@ -575,7 +574,14 @@ class NcclProcessGroup final : public ProcessGroup,
     (void)cudaSetDevice(device_);  // this thread's own: nothing to restore
     std::unique_lock lock(mu_);
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      cv_.wait(lock, [&] { return stop_ || abort_requested_ || !pending_.empty(); });
+      if (abort_requested_) {
+        abort_requested_ = false;
+        lock.unlock();
+        abort_communicator();
+        lock.lock();
+        continue;
+      }
       if (pending_.empty()) return;  // stopping
       std::shared_ptr<Pending> p = pending_.front();
       lock.unlock();
@@ -655,10 +661,11 @@ class NcclProcessGroup final : public ProcessGroup,
   }
 
   // Fails every pending collective (`first` with `why` itself, the others
-  // as following it), then aborts the communicator: also from the poller
-  // while another thread is blocked in a NCCL call on it, which returns.
-  // The waiters learn the failure first; the graphs holding the group's
-  // collectives go before the abort, which NCCL makes wait for them.
+  // as following it) and has the poller abort the communicator: nothing is
+  // issued on it from now, and a thread blocked in a NCCL call on it
+  // returns. The abort waits for the graphs holding the group's collectives
+  // to go, so it never runs on a thread that issues (which may hold the
+  // lane, or be capturing such a graph).
   void abort(const std::string& why, const std::shared_ptr<Pending>& first = nullptr) {
     {
       std::lock_guard lock(abort_mu_);
@@ -666,6 +673,16 @@ class NcclProcessGroup final : public ProcessGroup,
       aborted_ = why;
     }
     fail_pending(why, first);
+    {
+      std::lock_guard lock(mu_);
+      abort_requested_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // The poller's part of an abort: the graphs go first (NCCL waits for
+  // them), then the communicator.
+  void abort_communicator() {
     drop_graphs();
     std::lock_guard lock(comm_mu_);
     library().comm_abort(comm_);
@@ -716,6 +733,7 @@ class NcclProcessGroup final : public ProcessGroup,
   std::deque<std::shared_ptr<Pending>> pending_;
   std::vector<std::weak_ptr<cuda::GraphInstance>> graphs_;  // holding this group's collectives
   bool stop_ = false;
+  bool abort_requested_ = false;  // abort() asks the poller to abort the communicator
   std::thread poller_;
 };
 

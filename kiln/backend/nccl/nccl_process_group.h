@@ -13,9 +13,10 @@
 //   the device's queue thread (kiln's CUDA kernels are), a collective
 //   follows the work enqueued there before it; called from another thread,
 //   its buffers must be ready (synchronise the device first). Host buffers
-//   go to the host group, so host code may use either; a call with no
-//   buffers (a barrier, or nothing to move on this rank) runs on NCCL, as
-//   its peers' calls with device buffers do.
+//   go to the host group, so host code may use either, and so do barriers
+//   (they synchronise the hosts); another call with no buffers (nothing to
+//   move on this rank) runs on NCCL, as its peers' calls with device
+//   buffers do.
 // - Reductions keep the interface's bits: a reduce-scatter is an exchange of
 //   chunks (grouped ncclSend/ncclRecv) and a rank-ordered reduction on the
 //   GPU (kiln/backend/cuda/rank_reduce.h), an all-reduce that plus an
@@ -27,11 +28,15 @@
 //   not arrive (found by an exchange of collective counts over the host
 //   group, whose own timeout names ranks that never answer; a send's or
 //   receive's peer is named). A call that fails part-issued aborts it too.
+//   The poller makes the abort itself, never a thread that issues (NCCL's
+//   abort waits for the graphs holding the communicator, which one may be
+//   capturing).
 // - Collectives captured into CUDA graphs run at each replay, which the
 //   poller watches as one collective (and their issue under the capture,
-//   where NCCL may wait to connect to peers). NCCL keeps a communicator until the
-//   graphs holding it are gone, so the group drops those graphs before it
-//   is destroyed or aborted; each is captured anew at its next replay.
+//   where NCCL may wait to connect to peers). NCCL keeps a communicator
+//   until the graphs holding it are gone, so the group drops those graphs
+//   before it is destroyed or aborted; each is captured anew at its next
+//   replay.
 // - split() splits the host group and the communicator (ncclCommSplit),
 //   once the group's collectives issued so far are done.
 // - NCCL_COMM_BLOCKING=0 (non-blocking communicators) is refused.
