@@ -218,12 +218,9 @@ std::string list_text(const std::vector<int64_t>& v) {
 void check_rows_agree(ProcessGroup& g, const std::vector<int64_t>& send,
                       const std::vector<int64_t>& recv) {
   const size_t n = size_t(g.size());
-  auto mine = std::make_unique<std::vector<int64_t>>(send);
-  mine->insert(mine->end(), recv.begin(), recv.end());
-  auto received = std::make_unique<std::vector<int64_t>>(2 * n * n);
-  wait_keeping_on_failure(g.all_gather(mine->data(), received->data(), int64_t(2 * n), DType::i64),
-                          mine, received);
-  const std::vector<int64_t>& all = *received;
+  std::vector<int64_t> mine = send, all(2 * n * n);
+  mine.insert(mine.end(), recv.begin(), recv.end());
+  g.all_gather(mine.data(), all.data(), int64_t(2 * n), DType::i64).wait();
   // all[p * 2n + j]: what p sends j; all[p * 2n + n + j]: what p expects from j.
   std::string who;
   for (size_t q = 0; q < n; ++q) {

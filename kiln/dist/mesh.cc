@@ -6,7 +6,6 @@
 #include <array>
 #include <cstring>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <numeric>
 
@@ -24,19 +23,17 @@ const std::vector<std::pair<std::string_view, std::vector<int>>> kFlattened = {
 
 // Every rank's host, as small ids (equal: same host), from the hostnames.
 std::vector<int> hosts_of(ProcessGroup& world) {
-  constexpr size_t kWords = 9;  // up to 71 characters, zero-padded
-  auto mine = std::make_unique<std::array<int64_t, kWords>>();
-  char name[kWords * 8] = {};
+  std::array<int64_t, 9> mine{};  // up to 71 characters, zero-padded
+  char name[sizeof mine] = {};
   gethostname(name, sizeof name - 1);
-  std::memcpy(mine->data(), name, sizeof name);
-  auto all = std::make_unique<std::vector<int64_t>>(kWords * size_t(world.size()));
-  wait_keeping_on_failure(world.all_gather(mine->data(), all->data(), int64_t(kWords), DType::i64),
-                          mine, all);
+  std::memcpy(mine.data(), name, sizeof name);
+  std::vector<int64_t> all(mine.size() * size_t(world.size()));
+  world.all_gather(mine.data(), all.data(), int64_t(mine.size()), DType::i64).wait();
   std::map<std::vector<int64_t>, int> ids;
   std::vector<int> host;
   for (int r = 0; r < world.size(); ++r) {
-    auto at = all->begin() + r * int64_t(kWords);
-    host.push_back(ids.emplace(std::vector<int64_t>(at, at + int64_t(kWords)), int(ids.size()))
+    auto at = all.begin() + r * int64_t(mine.size());
+    host.push_back(ids.emplace(std::vector<int64_t>(at, at + int64_t(mine.size())), int(ids.size()))
                        .first->second);
   }
   return host;

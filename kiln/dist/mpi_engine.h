@@ -84,6 +84,10 @@ struct Op {
   std::vector<MPI_Request> requests;
   std::vector<std::vector<int>> arrays;  // counts and displacements MPI reads until completion
   std::vector<char> scratch;
+  // A small operation's own copies of the caller's buffers (input, then
+  // output): a timed-out operation is kept, and MPI may still write into
+  // them when a peer arrives late, after the caller's are gone.
+  std::vector<char> staged;
   int64_t number = 0;  // 1-based, per communicator; set when issued
   std::shared_ptr<WorkState> work = std::make_shared<WorkState>();
   std::unique_ptr<Diagnosis> diagnosis;

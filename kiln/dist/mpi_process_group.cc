@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <numeric>
 
 #include "kiln/base/error.h"
@@ -28,6 +29,30 @@ MPI_Datatype mpi_type(DType t) {
   }
   return MPI_BYTE;
 }
+
+// The bytes a collective reads from `in` and writes to `out` on rank `me`.
+std::pair<size_t, size_t> footprint(const Collective& c, int me) {
+  const size_t w = itemsize(c.dtype);
+  auto sum = [w](const std::vector<int64_t>& v) {
+    return size_t(std::accumulate(v.begin(), v.end(), int64_t{0})) * w;
+  };
+  switch (c.kind) {
+    case CollectiveKind::all_reduce:
+    case CollectiveKind::reduce: return {size_t(c.count) * w, size_t(c.count) * w};
+    case CollectiveKind::all_gather: return {size_t(c.counts[size_t(me)]) * w, sum(c.counts)};
+    case CollectiveKind::reduce_scatter: return {sum(c.counts), size_t(c.counts[size_t(me)]) * w};
+    case CollectiveKind::all_to_all: return {sum(c.counts), sum(c.recv_counts)};
+    case CollectiveKind::broadcast:
+    case CollectiveKind::recv: return {0, size_t(c.count) * w};
+    case CollectiveKind::send: return {size_t(c.count) * w, 0};
+    case CollectiveKind::barrier: return {0, 0};
+  }
+  return {0, 0};
+}
+
+// Exchanges up to this size (handshakes, counts, scalars) run over the
+// operation's own copies of their buffers.
+constexpr size_t kStagedBytes = 64 << 10;
 
 // Near-equal chunks of `count`, one per rank: the shares of an all_reduce.
 std::vector<int64_t> chunks(int64_t count, int n) {
@@ -125,6 +150,19 @@ Work MpiProcessGroup::start(Collective c) {
   MPI_Datatype t = mpi_type(c.dtype);
   MPI_Comm comm = comm_->data;
   int me = rank();
+  // A small exchange moves through the operation's own buffers, copied
+  // back when it completes: a timed-out one is kept (MPI may still write
+  // into its buffers), and the caller's may be gone by then.
+  void* const caller_out = c.out;
+  const auto [in_bytes, out_bytes] = footprint(c, me);
+  const bool staged = in_bytes + out_bytes <= kStagedBytes;
+  if (staged) {
+    op->staged.resize(in_bytes + out_bytes);
+    char* in = op->staged.data();
+    char* out = in + in_bytes;
+    if (c.in && in_bytes) c.in = static_cast<const char*>(std::memcpy(in, c.in, in_bytes));
+    if (c.out && out_bytes) c.out = std::memcpy(out, c.out, out_bytes);  // broadcast's root sends it
+  }
   auto issue = [&op](auto&& fn) {
     op->steps.push_back({[fn](Op& o) {
       o.requests.resize(1);
@@ -201,6 +239,10 @@ Work MpiProcessGroup::start(Collective c) {
       break;
     }
   }
+  if (staged && c.out && out_bytes)
+    op->steps.push_back({[caller_out, in_bytes, out_bytes](Op& o) {
+      std::memcpy(caller_out, o.staged.data() + in_bytes, out_bytes);
+    }, false});
   return Engine::get().submit(std::move(op));
 }
 

@@ -194,17 +194,15 @@ Work run_alone(const Collective& c) {
 }
 
 std::vector<std::string> all_gather_text(ProcessGroup& g, const std::string& mine) {
-  auto size = std::make_unique<int64_t>(int64_t(mine.size()));
-  auto sizes = std::make_unique<std::vector<int64_t>>(size_t(g.size()));
-  wait_keeping_on_failure(g.all_gather(size.get(), sizes->data(), 1, DType::i64), size, sizes);
-  const int64_t total = std::accumulate(sizes->begin(), sizes->end(), int64_t{0});
-  auto sent = std::make_unique<std::string>(mine);
-  auto all = std::make_unique<std::string>(size_t(total), '\0');
-  wait_keeping_on_failure(g.all_gather(sent->data(), all->data(), *sizes, DType::b8),  // b8: bytes as they are
-                          sent, all, sizes);
+  int64_t size = int64_t(mine.size());
+  std::vector<int64_t> sizes(size_t(g.size()));
+  g.all_gather(&size, sizes.data(), 1, DType::i64).wait();
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  std::string all(size_t(total), '\0');
+  g.all_gather(mine.data(), all.data(), sizes, DType::b8).wait();  // b8: bytes as they are
   std::vector<std::string> out;
   int64_t at = 0;
-  for (int64_t s : *sizes) out.push_back(all->substr(size_t(at), size_t(s))), at += s;
+  for (int64_t s : sizes) out.push_back(all.substr(size_t(at), size_t(s))), at += s;
   return out;
 }
 

@@ -136,17 +136,4 @@ Work run_alone(const Collective& c);
 // Every member's `mine` (of any length), by group rank: a collective over g.
 std::vector<std::string> all_gather_text(ProcessGroup& g, const std::string& mine);
 
-// Waits for `w`, an exchange into (and from) `buffers`; where it fails they
-// are left allocated rather than freed: MPI may still write into a timed-out
-// exchange's buffers, when a peer arrives late.
-template <class... T>
-void wait_keeping_on_failure(Work w, std::unique_ptr<T>&... buffers) {
-  try {
-    w.wait();
-  } catch (...) {
-    (static_cast<void>(buffers.release()), ...);
-    throw;
-  }
-}
-
 }  // namespace kiln::dist

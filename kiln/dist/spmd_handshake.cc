@@ -1,9 +1,7 @@
 #include "kiln/dist/spmd_handshake.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdlib>
-#include <memory>
 #include <sstream>
 
 #include "kiln/base/error.h"
@@ -41,12 +39,9 @@ Handshake handshake_mode() {
 void spmd_handshake(ProcessGroup& group, const ir::Graph& g, const std::string& what) {
   if (group.size() == 1) return;
   ir::Fingerprint f = ir::fingerprint(g, {});
-  auto mine = std::make_unique<std::array<int64_t, 2>>(
-      std::array<int64_t, 2>{int64_t(f.shapeless), int64_t(f.dims)});
-  auto received = std::make_unique<std::vector<int64_t>>(size_t(2 * group.size()));
-  wait_keeping_on_failure(group.all_gather(mine->data(), received->data(), 2, DType::i64), mine,
-                          received);
-  const std::vector<int64_t>& all = *received;
+  const int64_t mine[2] = {int64_t(f.shapeless), int64_t(f.dims)};
+  std::vector<int64_t> all(size_t(2 * group.size()));
+  group.all_gather(mine, all.data(), 2, DType::i64).wait();
   // Members by fingerprint, in order of their first member.
   std::vector<std::pair<std::pair<int64_t, int64_t>, std::vector<int>>> kinds;
   for (int r = 0; r < group.size(); ++r) {

@@ -1,33 +1,27 @@
 #include "kiln/train/distributed_checkpoint.h"
 
-#include <array>
-#include <memory>
-
 namespace kiln::train {
 namespace {
 
 // Rank 0's text, on every rank.
 std::string broadcast_text(dist::ProcessGroup& g, const std::string& text) {
-  auto size = std::make_unique<int64_t>(int64_t(text.size()));
-  dist::wait_keeping_on_failure(g.broadcast(size.get(), 1, DType::i64, 0), size);
-  auto out = std::make_unique<std::string>(text);
-  out->resize(size_t(*size));
-  // b8: one byte each, moved as is
-  dist::wait_keeping_on_failure(g.broadcast(out->data(), *size, DType::b8, 0), out);
-  return *out;
+  int64_t size = int64_t(text.size());
+  g.broadcast(&size, 1, DType::i64, 0).wait();
+  std::string out = text;
+  out.resize(size_t(size));
+  g.broadcast(out.data(), size, DType::b8, 0).wait();  // b8: one byte each, moved as is
+  return out;
 }
 
 // Every rank's digest, in rank order.
 std::vector<ShardDigest> all_digests(dist::ProcessGroup& g, const ShardDigest& mine) {
   constexpr int64_t kWords = 5;
-  auto words = std::make_unique<std::array<int64_t, kWords>>(std::array<int64_t, kWords>{
-      mine.index, int64_t(mine.model_bytes), int64_t(mine.model_hash),
-      int64_t(mine.optimizer_bytes), int64_t(mine.optimizer_hash)});
-  auto all = std::make_unique<std::vector<int64_t>>(size_t(kWords * g.size()));
-  dist::wait_keeping_on_failure(g.all_gather(words->data(), all->data(), kWords, DType::i64), words,
-                                all);
+  const int64_t words[kWords] = {mine.index, int64_t(mine.model_bytes), int64_t(mine.model_hash),
+                                 int64_t(mine.optimizer_bytes), int64_t(mine.optimizer_hash)};
+  std::vector<int64_t> all(size_t(kWords * g.size()));
+  g.all_gather(words, all.data(), kWords, DType::i64).wait();
   std::vector<ShardDigest> out;
-  for (auto w = all->begin(); w != all->end(); w += kWords)
+  for (auto w = all.begin(); w != all.end(); w += kWords)
     out.push_back({w[0], uint64_t(w[1]), uint64_t(w[2]), uint64_t(w[3]), uint64_t(w[4])});
   return out;
 }

@@ -641,20 +641,19 @@ class NcclProcessGroup final : public ProcessGroup,
                        "under a capture, and some did not answer (did every rank capture the "
                        "same program?)");
     head += cat(" (collective #", p.seq, " of this group)");
-    auto counts = std::make_unique<std::vector<int64_t>>(static_cast<size_t>(size()));
-    auto mine = std::make_unique<int64_t>(started_);
+    std::vector<int64_t> counts(static_cast<size_t>(size()));
+    int64_t mine = started_;
     try {
       watch_->set_timeout(timeout());
-      dist::wait_keeping_on_failure(
-          watch_->all_gather(mine.get(), counts->data(), 1, DType::i64), mine, counts);
+      watch_->all_gather(&mine, counts.data(), 1, DType::i64).wait();
     } catch (const Error& e) {
       return cat(head, "; asking the ranks how far they got failed: ", e.what());
     }
     std::string behind;
     for (int r = 0; r < size(); ++r)
-      if ((*counts)[size_t(r)] < p.seq)
+      if (counts[size_t(r)] < p.seq)
         behind += cat(behind.empty() ? "" : ", ", world_ranks()[size_t(r)], " (at #",
-                      (*counts)[size_t(r)], ")");
+                      counts[size_t(r)], ")");
     return behind.empty()
                ? cat(head, "; every rank started it, so NCCL stalled (a network or GPU fault?)")
                : cat(head, "; world ranks ", behind, " did not arrive");
@@ -760,19 +759,17 @@ std::shared_ptr<ProcessGroup> nccl_group(std::shared_ptr<ProcessGroup> host, int
   dist::agree_on(*host, "Checking each rank's GPU for NCCL", problem);
 
   // Rank 0's unique id, once every rank knows it was made.
-  auto made_id = std::make_unique<ncclUniqueId>();
+  ncclUniqueId id{};
   problem.clear();
   if (host->rank() == 0) {
     try {
-      check(library().get_unique_id(made_id.get()), "ncclGetUniqueId");
+      check(library().get_unique_id(&id), "ncclGetUniqueId");
     } catch (const Error& e) {
       problem = e.what();
     }
   }
   dist::agree_on(*host, "Making NCCL's unique id", problem);
-  dist::wait_keeping_on_failure(
-      host->broadcast(made_id.get(), int64_t(sizeof(ncclUniqueId)), DType::b8, 0), made_id);
-  const ncclUniqueId id = *made_id;
+  host->broadcast(&id, int64_t(sizeof id), DType::b8, 0).wait();
   std::shared_ptr<ProcessGroup> watch = watch_group(*host);
 
   // NCCL's bootstrap has no timeout of its own: a peer lost during it
