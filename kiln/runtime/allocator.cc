@@ -46,8 +46,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     it->second.pop_back();
   } else {
     p = raw_.allocate(size);
-    const bool can_release = raw_.can_release();
-    if (!p && can_release) {
+    if (!p && raw_.can_release()) {
       // Cached blocks of other sizes may be what the request needs.
       release_cached();
       p = raw_.allocate(size);
