@@ -42,7 +42,8 @@ std::string DeviceMemory::out_of_memory(size_t bytes, const MemoryStats& stats) 
     DeviceGuard on(device_);
     cudaMemGetInfo(&info.free, &info.total);
   }
-  return out_of_memory_message(device_, bytes, info, stats);
+  // The allocator emptied its cache and retried where it could release.
+  return out_of_memory_message(device_, bytes, info, stats, can_release());
 }
 
 }  // namespace kiln::cuda

@@ -19,16 +19,17 @@ std::string bytes_text(double bytes) {
 }  // namespace
 
 std::string out_of_memory_message(int device, size_t requested, const DeviceMemoryInfo& info,
-                                  const MemoryStats& stats) {
+                                  const MemoryStats& stats, bool retried) {
   return cat("CUDA out of memory on cuda:", device, ": allocating ", bytes_text(double(requested)),
              " (", requested, " bytes) failed with ", bytes_text(double(info.free)), " free of ",
              bytes_text(double(info.total)), "; kiln holds ", bytes_text(double(stats.reserved)),
              " reserved, ", bytes_text(double(stats.allocated)),
              " of it in live tensors (",
-             stats.reserved == stats.allocated
-                 ? std::string("its cache was emptied and the allocation retried")
-                 : cat("the rest is its cache, which a thread capturing a CUDA graph cannot "
-                       "return to CUDA"),
+             retried ? std::string("its cache was emptied and the allocation retried")
+                     : cat(stats.reserved == stats.allocated ? "nothing cached"
+                                                             : "the rest is its cache",
+                           "; not retried: a thread capturing a CUDA graph cannot return "
+                           "memory to CUDA"),
              "). "
              "Keep fewer activations for the backward (--activation_checkpoint.mode=selective "
              "or full), use a smaller batch (--training.local_batch_size), or free tensors "

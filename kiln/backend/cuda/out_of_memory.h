@@ -1,6 +1,7 @@
-// The error for a device allocation that failed even after kiln emptied
-// its cache: what was asked, what the device had, what kiln held, and what
-// to try. A pure function, so its text is tested without a GPU.
+// The error for a device allocation that failed, after kiln emptied its
+// cache and retried (`retried`; a thread capturing a CUDA graph cannot):
+// what was asked, what the device had, what kiln held, and what to try. A
+// pure function, so its text is tested without a GPU.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -14,6 +15,6 @@ struct DeviceMemoryInfo {
 };
 
 std::string out_of_memory_message(int device, size_t requested, const DeviceMemoryInfo& info,
-                                  const MemoryStats& stats);
+                                  const MemoryStats& stats, bool retried);
 
 }  // namespace kiln::cuda

@@ -232,11 +232,33 @@ TEST(CudaOutOfMemory, NamesTheRequestTheDeviceAndWhatToTry) {
   MemoryStats stats;
   stats.reserved = int64_t(100) << 30;
   stats.allocated = int64_t(100) << 30;
-  std::string m = cuda::out_of_memory_message(1, size_t(3) << 30, {size_t(1) << 30, size_t(140) << 30}, stats);
+  const cuda::DeviceMemoryInfo info{size_t(1) << 30, size_t(140) << 30};
+  std::string m = cuda::out_of_memory_message(1, size_t(3) << 30, info, stats, true);
   for (const char* part : {"CUDA out of memory on cuda:1", "allocating 3.00 GiB (3221225472 bytes)",
                            "1.00 GiB free of 140.00 GiB", "100.00 GiB reserved",
+                           "its cache was emptied and the allocation retried",
                            "--activation_checkpoint.mode", "smaller batch"})
     EXPECT_NE(m.find(part), std::string::npos) << part << " in: " << m;
+}
+
+// Under a capture nothing is returned to CUDA, so nothing was retried,
+// whether or not the cache held anything.
+TEST(CudaOutOfMemory, SaysWhenTheAllocationWasNotRetried) {
+  MemoryStats stats;
+  stats.reserved = stats.allocated = int64_t(100) << 30;
+  const cuda::DeviceMemoryInfo info{size_t(1) << 30, size_t(140) << 30};
+  std::string empty = cuda::out_of_memory_message(0, 64, info, stats, false);
+  stats.reserved = int64_t(120) << 30;
+  std::string cached = cuda::out_of_memory_message(0, 64, info, stats, false);
+  for (const std::string& m : {empty, cached}) {
+    EXPECT_NE(m.find("not retried: a thread capturing a CUDA graph"), std::string::npos) << m;
+    EXPECT_EQ(m.find("emptied"), std::string::npos) << m;
+  }
+  EXPECT_NE(empty.find("nothing cached"), std::string::npos) << empty;
+  EXPECT_NE(cached.find("120.00 GiB reserved, 100.00 GiB of it in live tensors (the rest is its "
+                        "cache; not retried"),
+            std::string::npos)
+      << cached;
 }
 
 }  // namespace
