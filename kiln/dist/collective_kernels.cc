@@ -208,7 +208,10 @@ std::vector<int64_t> rows_of(const TensorRef& t, Device d) {
 
 std::string list_text(const std::vector<int64_t>& v) {
   std::string s;
-  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  for (int64_t x : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(x);
+  }
   return s;
 }
 
@@ -222,16 +225,16 @@ void check_rows_agree(ProcessGroup& g, const std::vector<int64_t>& send,
   mine.insert(mine.end(), recv.begin(), recv.end());
   g.all_gather(mine.data(), all.data(), int64_t(2 * n), DType::i64).wait();
   // all[p * 2n + j]: what p sends j; all[p * 2n + n + j]: what p expects from j.
-  std::string who;
+  std::vector<int64_t> who;
   for (size_t q = 0; q < n; ++q) {
     bool wrong = false;
     for (size_t p = 0; p < n; ++p) wrong |= all[q * 2 * n + n + p] != all[p * 2 * n + q];
-    if (wrong) who += (who.empty() ? "" : ",") + std::to_string(g.world_ranks()[q]);
+    if (wrong) who.push_back(g.world_ranks()[q]);
   }
   std::vector<int64_t> sent;  // to this rank, by each
   for (size_t p = 0; p < n; ++p) sent.push_back(all[p * 2 * n + size_t(g.rank())]);
   KILN_CHECK(who.empty(), "all_to_all_v over ", g.describe(), ": the ranks disagree on the rows "
-             "they exchange (token counts); world ranks ", who, " expect other counts than their "
+             "they exchange (token counts); world ranks ", list_text(who), " expect other counts than their "
              "peers send. This rank expects rows ", list_text(recv), " from group ranks 0..",
              n - 1, ", which send it ", list_text(sent));
 }

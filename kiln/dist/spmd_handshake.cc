@@ -20,8 +20,10 @@ std::vector<std::string> lines_of(const std::string& text) {
 // "ranks 0,2" / "rank 1" (world ranks).
 std::string ranks_text(const ProcessGroup& g, const std::vector<int>& members) {
   std::string s = members.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < members.size(); ++i)
-    s += (i ? "," : "") + std::to_string(g.world_ranks()[size_t(members[i])]);
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(g.world_ranks()[size_t(members[i])]);
+  }
   return s;
 }
 
