@@ -97,16 +97,8 @@ TEST(FlashAttentionCuda, HoldsNoScoreMatrix) {
   std::vector<Tensor> in = on_device(attention_inputs(c, DType::f32, 4), kCuda0);
   const int64_t scores = c.q_heads * c.q_len * c.kv_len * 4;
   std::vector<Tensor> cots = cotangents_for(fused("flash_attention", attrs_of(c)), in, 1);
-  auto peak_of = [&](const Runner& f) {
-    synchronize(kCuda0);
-    int64_t base = memory_stats(kCuda0).allocated;
-    reset_peak_memory(kCuda0);
-    ValueAndGrad r = grads_of(f, in, cots);
-    synchronize(kCuda0);
-    return memory_stats(kCuda0).peak_allocated - base;
-  };
-  int64_t fused_peak = peak_of(fused("flash_attention", attrs_of(c)));
-  int64_t composite_peak = peak_of(composite("flash_attention", attrs_of(c)));
+  int64_t fused_peak = grads_peak_bytes(fused("flash_attention", attrs_of(c)), in, cots);
+  int64_t composite_peak = grads_peak_bytes(composite("flash_attention", attrs_of(c)), in, cots);
   EXPECT_LT(fused_peak, scores) << "fused peak " << fused_peak;
   EXPECT_GT(composite_peak - fused_peak, scores)
       << "composite peak " << composite_peak << ", fused " << fused_peak;

@@ -1,11 +1,12 @@
 // What the CUDA tests of the fused ops share: the op (through its kernel)
 // run forward and backward on the CPU and on cuda:0 from the same inputs
-// and cotangents, and run twice on cuda:0.
+// and cotangents, run twice on cuda:0, and its peak memory there.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "kiln/runtime/backend.h"
 #include "tests/backend/cuda/against_cpu.h"
 #include "tests/support/fused_checks.h"
 
@@ -38,6 +39,18 @@ inline void expect_same_bits_twice(const Runner& f, const std::vector<Tensor>& i
     EXPECT_EQ(first.grads[i].to_vector<double>(), second.grads[i].to_vector<double>())
         << "gradient of input " << i;
   }
+}
+
+// The most cuda:0 memory a forward and backward of f holds at once, beyond
+// what was allocated before it (in and cots: on the GPU).
+inline int64_t grads_peak_bytes(const Runner& f, const std::vector<Tensor>& in,
+                                const std::vector<Tensor>& cots) {
+  synchronize(kCuda0);
+  const int64_t base = memory_stats(kCuda0).allocated;
+  reset_peak_memory(kCuda0);
+  ValueAndGrad r = grads_of(f, in, cots);
+  synchronize(kCuda0);
+  return memory_stats(kCuda0).peak_allocated - base;
 }
 
 }  // namespace kiln::test

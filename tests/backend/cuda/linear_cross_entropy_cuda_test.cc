@@ -88,16 +88,9 @@ TEST(LinearCrossEntropyCuda, NeverHoldsTheLogits) {
   std::vector<Tensor> in = on_device(lce_inputs(c, DType::f32, 9), kCuda0);
   std::vector<Tensor> cots = cotangents_for(fused("linear_cross_entropy", lce_attrs(c)), in, 1);
   const int64_t logits = c.rows * c.vocab * 4;
-  auto peak_of = [&](const Runner& f) {
-    synchronize(kCuda0);
-    int64_t base = memory_stats(kCuda0).allocated;
-    reset_peak_memory(kCuda0);
-    ValueAndGrad r = grads_of(f, in, cots);
-    synchronize(kCuda0);
-    return memory_stats(kCuda0).peak_allocated - base;
-  };
-  int64_t fused_peak = peak_of(fused("linear_cross_entropy", lce_attrs(c)));
-  int64_t composite_peak = peak_of(composite("linear_cross_entropy", lce_attrs(c)));
+  int64_t fused_peak = grads_peak_bytes(fused("linear_cross_entropy", lce_attrs(c)), in, cots);
+  int64_t composite_peak =
+      grads_peak_bytes(composite("linear_cross_entropy", lce_attrs(c)), in, cots);
   EXPECT_LT(fused_peak, logits) << "fused peak " << fused_peak;
   EXPECT_GT(composite_peak - fused_peak, logits)
       << "composite peak " << composite_peak << ", fused " << fused_peak;
