@@ -4,18 +4,20 @@
 # host (runtime/executable_replay), the compile pool that builds fused kernels in the
 # background (runtime/compile_pool; fused_test's background-build tests),
 # the compile cache's concurrent writers, the MPI engine's communication
-# thread (tests/dist, under mpirun on 2 ranks) and the tokenizer threads of
-# `kiln data prepare`. Builds them in build-tsan/ and fails on any report.
+# thread (tests/dist, under mpirun on 2 ranks; comm_failure_test's jobs, in
+# which a rank times out, dies or calls another collective), joint setup's
+# step thread and the tokenizer threads of `kiln data prepare`. Builds them in build-tsan/ and fails on any report.
 # Kernels run on one thread (KILN_NUM_THREADS=1): libgomp is not built with
 # ThreadSanitizer, so its OpenMP regions would read as races.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 tests=(queue_test defer_test replay_test fused_test compile_cache_test shards_test
-       collectives_mpi_test skinny_collectives_mpi_test simple_fsdp_mpi_test spmd_handshake_mpi_test)
+       collectives_mpi_test skinny_collectives_mpi_test simple_fsdp_mpi_test spmd_handshake_mpi_test
+       joint_setup_mpi_test comm_failure_test)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON -DKILN_BENCH=OFF \
   -DKILN_CUDA=OFF ${KILN_CMAKE_ARGS:-} >/dev/null
-cmake --build build-tsan --target kiln_cli "${tests[@]}"
+cmake --build build-tsan --target kiln_cli comm_failure_worker "${tests[@]}"
 names=$(printf '%s|' "${tests[@]}")
 # ThreadSanitizer cannot follow a fork of a process that has threads, as
 # the compile cache's multi-process writer test does (its threads are
