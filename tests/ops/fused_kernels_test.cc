@@ -15,6 +15,7 @@
 #include <random>
 
 #include "kiln/autograd/grad.h"
+#include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
@@ -128,8 +129,9 @@ TEST(FlashAttention, GradientsMatchFiniteDifferences) {
 
 TEST(FlashAttention, SameBitsForAnyThreadCount) {
   for (const AttentionCase& c : {attention_cases()[2], attention_cases()[9]})
-    expect_thread_independent("flash_attention", attention_attrs(c.head_dim, c.causal, c.window),
-                              attention_inputs(c, DType::f32, 4));
+    for (DType dt : {DType::f32, DType::bf16})
+      expect_thread_independent("flash_attention", attention_attrs(c.head_dim, c.causal, c.window),
+                                attention_inputs(c, dt, 4));
 }
 
 TEST(FlashAttention, RejectsBadInputs) {
@@ -323,8 +325,31 @@ TEST(GroupedMatmul, PaddingRowsAreZeroAndAddNoGradient) {
   EXPECT_TRUE(all_close(g, g_used, 1e-12, 1e-12));
 }
 
+// bf16 products run on oneDNN's bf16 matmul where the CPU has bf16 dot
+// products, widened to f32 elsewhere (cpu/matmul_path.h): the fused kernels
+// match their composites on either path.
+TEST(FusedOps, Bf16OnEitherMatmulPath) {
+  for (cpu::MatmulPath path : {cpu::MatmulPath::onednn, cpu::MatmulPath::widened_to_f32}) {
+    SCOPED_TRACE(path == cpu::MatmulPath::onednn ? "bf16 by oneDNN" : "bf16 widened to f32");
+    cpu::set_bf16_matmul_path(path);
+    uint64_t seed = 11;
+    for (int i : {2, 5, 9}) {
+      const AttentionCase& c = attention_cases()[size_t(i)];
+      expect_same("flash_attention", attention_attrs(c.head_dim, c.causal, c.window),
+                  attention_inputs(c, DType::bf16, seed += 10), tol_for(DType::bf16),
+                  describe(c, DType::bf16));
+    }
+    for (int i : {3, 4}) {
+      const LceCase& c = lce_cases()[size_t(i)];
+      expect_same("linear_cross_entropy", lce_attrs(c), lce_inputs(c, DType::bf16, seed += 10),
+                  tol_for(DType::bf16), describe(c, DType::bf16));
+    }
+  }
+  cpu::set_bf16_matmul_path(std::nullopt);
+}
+
 TEST(FusedOps, HalfPrecision) {
-  // f16 takes the bf16 path (f32 compute, one rounding); one case per op.
+  // f16 computes as bf16 does (16-bit products, f32 elsewhere); one case per op.
   Tol tol = tol_for(DType::bf16);
   expect_same("flash_attention", attention_attrs(16, true, 0),
               attention_inputs(attention_cases()[9], DType::f16, 1), tol, "f16");

@@ -9,9 +9,15 @@
 // and dV over its query heads and blocks, one task per query block
 // accumulates dQ over the key blocks. Every gradient element is summed by
 // one thread in a fixed order: no atomics, same bits for any thread count.
-// bf16/f16 inputs are converted to f32 once (O(seq * head_dim) scratch).
+// bf16/f16 inputs multiply as 16-bit values with f32 accumulation (as they
+// are where the CPU has native 16-bit products, else widened to f32 once);
+// the scores, softmax statistics and accumulators are f32, and the
+// probabilities and dS are rounded to the inputs' type for their products,
+// as the composite and the CUDA kernels round them.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/backend/cpu/gemm.h"
@@ -75,33 +81,53 @@ Cover cover(const Problem<C>& p, int64_t b, int64_t i0, int64_t i1, int64_t j0, 
   return full ? Cover::full : Cover::partial;
 }
 
-template <class C>
-bool allowed(const Problem<C>& p, int64_t b, int64_t i, int64_t j) {
-  if (p.causal) {
-    int64_t pos = i + p.offset;
-    if (j > pos || (p.window > 0 && j <= pos - p.window)) return false;
-  }
-  if (!p.doc.empty()) {
-    const int64_t* ids = p.doc.data() + b * p.q_len;
-    if (ids[i] != ids[j]) return false;
-  }
-  return true;
-}
-
-// Sets s[r * ld + c] to -inf where query i0 + r may not see key j0 + c.
+// Sets s[r * ld + c] to -inf where query i0 + r may not see key j0 + c:
+// outside the row's causal window (a range of columns), then where the
+// documents differ.
 template <class C>
 void apply_mask(const Problem<C>& p, int64_t b, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
                 C* s, int64_t ld) {
   const C ninf = -std::numeric_limits<C>::infinity();
-  for (int64_t r = 0; r < bq; ++r)
-    for (int64_t c = 0; c < bk; ++c)
-      if (!allowed(p, b, i0 + r, j0 + c)) s[r * ld + c] = ninf;
+  const int64_t* ids = p.doc.empty() ? nullptr : p.doc.data() + b * p.q_len;
+  for (int64_t r = 0; r < bq; ++r) {
+    C* row = s + r * ld;
+    int64_t lo = 0, hi = bk;  // the columns the window lets the row see
+    if (p.causal) {
+      const int64_t pos = i0 + r + p.offset;
+      hi = std::clamp<int64_t>(pos - j0 + 1, 0, bk);
+      if (p.window > 0) lo = std::clamp<int64_t>(pos - p.window + 1 - j0, 0, hi);
+    }
+    std::fill(row, row + lo, ninf);
+    std::fill(row + hi, row + bk, ninf);
+    if (ids)
+      for (int64_t c = lo; c < hi; ++c)
+        if (ids[i0 + r] != ids[j0 + c]) row[c] = ninf;
+  }
 }
 
+// The backward's P and dS blocks, in one buffer with dS 1 KiB past P's
+// end: apart, the allocator puts them a multiple of 4 KiB apart, and every
+// load of dS then waits on the store to P with the same low address bits
+// (4K aliasing; this took a third of the backward's time).
 template <class C>
+struct ScoreBlocks {
+  static constexpr int64_t kGap = 1024 / sizeof(C);
+  std::vector<C> both = std::vector<C>(2 * kBlockQ * kBlockK + kGap);
+  C* p() { return both.data(); }
+  C* ds() { return both.data() + kBlockQ * kBlockK + kGap; }
+};
+
+// A block of scratch for a product's rounded operand (none where the
+// operands are C: it is rounded in place).
+template <class C, class O>
+std::vector<O> rounding_buffer() {
+  return std::vector<O>(std::is_same_v<O, C> ? 0 : kBlockQ * kBlockK);
+}
+
+template <class C, class T, class O>
 void forward(const KernelArgs& a) {
   Problem<C> p = problem<C>(a, a.in.size() == 4 ? &a.in[3] : nullptr);
-  AsCompute<C> q(a.in[0]), k(a.in[1]), v(a.in[2]);
+  AsCompute<O> q(a.in[0]), k(a.in[1]), v(a.in[2]);
   const TensorRef& out = a.out[0];
   C* lse = a.out[1].ptr<C>();
   const int64_t D = p.head_dim, Dv = p.v_dim, nq = p.q_blocks(), nk = p.k_blocks();
@@ -109,12 +135,13 @@ void forward(const KernelArgs& a) {
   const int64_t q_task = kBlockQ * p.kv_len * (D + Dv);  // multiply-adds per task
   parallel_for(p.batch * p.q_heads * nq, q_task, [&](int64_t begin, int64_t end) {
     std::vector<C> s(kBlockQ * kBlockK), o(kBlockQ * Dv), m(kBlockQ), l(kBlockQ);
+    std::vector<O> rounded = rounding_buffer<C, O>();
     for (int64_t task = begin; task < end; ++task) {
       int64_t b = task / (p.q_heads * nq), h = task / nq % p.q_heads, i0 = task % nq * kBlockQ;
       int64_t bq = std::min(kBlockQ, p.q_len - i0);
       int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;  // first output row
       int64_t kv = b * p.kv_heads + h / p.group();
-      const C* qp = q.data() + row0 * D;
+      const O* qp = q.data() + row0 * D;
       std::fill(o.begin(), o.end(), C(0));
       std::fill(m.begin(), m.end(), ninf);
       std::fill(l.begin(), l.end(), C(0));
@@ -122,8 +149,8 @@ void forward(const KernelArgs& a) {
         int64_t j0 = kb * kBlockK, bk = std::min(kBlockK, p.kv_len - j0);
         Cover cv = cover(p, b, i0, i0 + bq, j0, j0 + bk);
         if (cv == Cover::none) continue;
-        const C* kp = k.data() + (kv * p.kv_len + j0) * D;
-        const C* vp = v.data() + (kv * p.kv_len + j0) * Dv;
+        const O* kp = k.data() + (kv * p.kv_len + j0) * D;
+        const O* vp = v.data() + (kv * p.kv_len + j0) * Dv;
         gemm({false, true, bq, bk, D, D, D, kBlockK}, p.scale, qp, kp, C(0), s.data());
         if (cv == Cover::partial) apply_mask(p, b, i0, bq, j0, bk, s.data(), kBlockK);
         for (int64_t r = 0; r < bq; ++r) {
@@ -141,7 +168,8 @@ void forward(const KernelArgs& a) {
           if (corr != C(1))
             for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] *= corr;
         }
-        gemm({false, false, bq, Dv, bk, kBlockK, Dv, Dv}, C(1), s.data(), vp, C(1), o.data());
+        gemm({false, false, bq, Dv, bk, kBlockK, Dv, Dv}, C(1),
+             as_operand<T>(s.data(), bq, bk, kBlockK, rounded.data()), vp, C(1), o.data());
       }
       for (int64_t r = 0; r < bq; ++r) {
         C inv = l[r] > 0 ? C(1) / l[r] : C(0);
@@ -153,22 +181,22 @@ void forward(const KernelArgs& a) {
   });
 }
 
-template <class C>
+template <class C, class O>
 struct BackwardInputs {
-  AsCompute<C> q, k, v, dout;
+  AsCompute<O> q, k, v, dout;
   const C *lse, *delta;
 };
 
 // The backward's shared step: P = exp(scale * Q K^T - lse) for one block
 // pair into s (masked entries 0), then dS = P * (dO V^T - delta) into ds.
-template <class C>
-void block_grads(const Problem<C>& p, const BackwardInputs<C>& in, int64_t b, int64_t h,
+template <class C, class O>
+void block_grads(const Problem<C>& p, const BackwardInputs<C, O>& in, int64_t b, int64_t h,
                  int64_t i0, int64_t bq, int64_t j0, int64_t bk, Cover cv, C* s, C* ds) {
   const int64_t D = p.head_dim, Dv = p.v_dim;
   int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;
   int64_t kv = b * p.kv_heads + h / p.group();
-  const C* qp = in.q.data() + row0 * D;
-  const C* dop = in.dout.data() + row0 * Dv;
+  const O* qp = in.q.data() + row0 * D;
+  const O* dop = in.dout.data() + row0 * Dv;
   gemm({false, true, bq, bk, D, D, D, kBlockK}, p.scale, qp,
        in.k.data() + (kv * p.kv_len + j0) * D, C(0), s);
   if (cv == Cover::partial) apply_mask(p, b, i0, bq, j0, bk, s, kBlockK);
@@ -184,11 +212,11 @@ void block_grads(const Problem<C>& p, const BackwardInputs<C>& in, int64_t b, in
   }
 }
 
-template <class C>
+template <class C, class T, class O>
 void backward(const KernelArgs& a) {
   Problem<C> p = problem<C>(a, a.in.size() == 7 ? &a.in[6] : nullptr);
-  BackwardInputs<C> in{AsCompute<C>(a.in[0]), AsCompute<C>(a.in[1]), AsCompute<C>(a.in[2]),
-                       AsCompute<C>(a.in[3]), a.in[4].ptr<C>(), a.in[5].ptr<C>()};
+  BackwardInputs<C, O> in{AsCompute<O>(a.in[0]), AsCompute<O>(a.in[1]), AsCompute<O>(a.in[2]),
+                          AsCompute<O>(a.in[3]), a.in[4].ptr<C>(), a.in[5].ptr<C>()};
   const int64_t D = p.head_dim, Dv = p.v_dim, nq = p.q_blocks(), nk = p.k_blocks();
   const int64_t G = p.group();
 
@@ -197,7 +225,9 @@ void backward(const KernelArgs& a) {
 
   // dK, dV: one task per (batch, kv head, key block).
   parallel_for(p.batch * p.kv_heads * nk, k_task, [&](int64_t begin, int64_t end) {
-    std::vector<C> s(kBlockQ * kBlockK), ds(kBlockQ * kBlockK), dk(kBlockK * D), dv(kBlockK * Dv);
+    ScoreBlocks<C> blocks;
+    std::vector<C> dk(kBlockK * D), dv(kBlockK * Dv);
+    std::vector<O> p_rounded = rounding_buffer<C, O>(), ds_rounded = rounding_buffer<C, O>();
     for (int64_t task = begin; task < end; ++task) {
       int64_t b = task / (p.kv_heads * nk), kvh = task / nk % p.kv_heads, j0 = task % nk * kBlockK;
       int64_t bk = std::min(kBlockK, p.kv_len - j0);
@@ -208,11 +238,13 @@ void backward(const KernelArgs& a) {
           int64_t i0 = qb * kBlockQ, bq = std::min(kBlockQ, p.q_len - i0);
           Cover cv = cover(p, b, i0, i0 + bq, j0, j0 + bk);
           if (cv == Cover::none) continue;
-          block_grads(p, in, b, h, i0, bq, j0, bk, cv, s.data(), ds.data());
+          block_grads(p, in, b, h, i0, bq, j0, bk, cv, blocks.p(), blocks.ds());
           int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;
-          gemm({true, false, bk, Dv, bq, kBlockK, Dv, Dv}, C(1), s.data(),
+          gemm({true, false, bk, Dv, bq, kBlockK, Dv, Dv}, C(1),
+               as_operand<T>(blocks.p(), bq, bk, kBlockK, p_rounded.data()),
                in.dout.data() + row0 * Dv, C(1), dv.data());
-          gemm({true, false, bk, D, bq, kBlockK, D, D}, p.scale, ds.data(),
+          gemm({true, false, bk, D, bq, kBlockK, D, D}, p.scale,
+               as_operand<T>(blocks.ds(), bq, bk, kBlockK, ds_rounded.data()),
                in.q.data() + row0 * D, C(1), dk.data());
         }
       }
@@ -226,7 +258,9 @@ void backward(const KernelArgs& a) {
 
   // dQ: one task per (batch, query head, query block).
   parallel_for(p.batch * p.q_heads * nq, q_task, [&](int64_t begin, int64_t end) {
-    std::vector<C> s(kBlockQ * kBlockK), ds(kBlockQ * kBlockK), dq(kBlockQ * D);
+    ScoreBlocks<C> blocks;
+    std::vector<C> dq(kBlockQ * D);
+    std::vector<O> ds_rounded = rounding_buffer<C, O>();
     for (int64_t task = begin; task < end; ++task) {
       int64_t b = task / (p.q_heads * nq), h = task / nq % p.q_heads, i0 = task % nq * kBlockQ;
       int64_t bq = std::min(kBlockQ, p.q_len - i0);
@@ -236,8 +270,9 @@ void backward(const KernelArgs& a) {
         int64_t j0 = kb * kBlockK, bk = std::min(kBlockK, p.kv_len - j0);
         Cover cv = cover(p, b, i0, i0 + bq, j0, j0 + bk);
         if (cv == Cover::none) continue;
-        block_grads(p, in, b, h, i0, bq, j0, bk, cv, s.data(), ds.data());
-        gemm({false, false, bq, D, bk, kBlockK, D, D}, p.scale, ds.data(),
+        block_grads(p, in, b, h, i0, bq, j0, bk, cv, blocks.p(), blocks.ds());
+        gemm({false, false, bq, D, bk, kBlockK, D, D}, p.scale,
+             as_operand<T>(blocks.ds(), bq, bk, kBlockK, ds_rounded.data()),
              in.k.data() + (kv * p.kv_len + j0) * D, C(1), dq.data());
       }
       int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;
@@ -246,10 +281,17 @@ void backward(const KernelArgs& a) {
   });
 }
 
+void forward_kernel(const KernelArgs& a) {
+  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { forward<C, T, O>(a); });
+}
+
+void backward_kernel(const KernelArgs& a) {
+  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { backward<C, T, O>(a); });
+}
+
 const IsaKernelRegistrar registrations[] = {
-    {DeviceKind::cpu, "flash_attention", {by_compute_type<forward<double>, forward<float>>, false}},
-    {DeviceKind::cpu, "flash_attention_backward",
-     {by_compute_type<backward<double>, backward<float>>, false}},
+    {DeviceKind::cpu, "flash_attention", {forward_kernel, false}},
+    {DeviceKind::cpu, "flash_attention_backward", {backward_kernel, false}},
 };
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Grouped matmul on the CPU: every expert's product in one kernel. Work is
 // a list of (expert, block of rows) tasks run in parallel, each one
 // sequential product, so each output element is computed by one thread in a
-// fixed order. bf16/f16 operands are converted to f32 per thread: the
-// forward converts a task's rows and its expert's weight (tasks of one
-// expert are adjacent, so each thread converts an expert about once); the
-// weight gradient, whose tasks share their rows, converts its inputs whole.
+// fixed order. bf16/f16 operands multiply as they are where the CPU has
+// native 16-bit products (gemm.h, f32 accumulation), else are converted to
+// f32 per thread: the forward converts a task's rows and its expert's weight
+// (tasks of one expert are adjacent, so each thread converts an expert about
+// once); the weight gradient, whose tasks share their rows, converts its
+// inputs whole. Each task's f32 block is rounded into a 16-bit output.
 #include <cstring>
 #include <vector>
 
@@ -45,7 +47,7 @@ std::vector<Task> tasks(int64_t groups, int64_t block, Ext ext) {
   return t;
 }
 
-template <class C>
+template <class C, class T, class O>
 void grouped(const KernelArgs& a) {
   const TensorRef &xr = a.in[0], &wr = a.in[1], &out = a.out[0];
   const bool tw = a.attrs.b("transpose_w");
@@ -56,22 +58,19 @@ void grouped(const KernelArgs& a) {
   // Padding rows: zeros (all-zero bits in every floating dtype).
   std::memset(static_cast<char*>(out.data) + off.back() * N * itemsize(out.dtype), 0,
               size_t((rows - off.back()) * N) * itemsize(out.dtype));
-  const bool direct = stored_as<C>(wr.dtype);  // x, w and out share the dtype
+  const bool as_stored = stored_as<O>(wr.dtype);  // x, w and out share the dtype
+  const bool direct = stored_as<C>(out.dtype);
   parallel_for(int64_t(work.size()), kRows * N * K, [&](int64_t begin, int64_t end) {
-    std::vector<C> wbuf, xbuf, ybuf;
-    if (!direct) {
-      wbuf.resize(size_t(per_expert));
-      xbuf.resize(size_t(kRows * K));
-      ybuf.resize(size_t(kRows * N));
-    }
+    std::vector<O> wbuf(as_stored ? 0 : size_t(per_expert)), xbuf(as_stored ? 0 : size_t(kRows * K));
+    std::vector<C> ybuf(direct ? 0 : size_t(kRows * N));
     int64_t converted = -1;  // the expert in wbuf
     for (int64_t i = begin; i < end; ++i) {
       const Task& t = work[size_t(i)];
       int64_t row = off[size_t(t.group)] + t.first;
-      const C *we, *xs;
-      if (direct) {
-        we = wr.ptr<C>() + t.group * per_expert;
-        xs = xr.ptr<C>() + row * K;
+      const O *we, *xs;
+      if (as_stored) {
+        we = wr.ptr<O>() + t.group * per_expert;
+        xs = xr.ptr<O>() + row * K;
       } else {
         if (converted != t.group) load_compute(wr, t.group * per_expert, per_expert, wbuf.data());
         converted = t.group;
@@ -86,12 +85,12 @@ void grouped(const KernelArgs& a) {
   });
 }
 
-template <class C>
+template <class C, class T, class O>
 void weight_grad(const KernelArgs& a) {
   const TensorRef &ar = a.in[0], &br = a.in[1], &out = a.out[0];
   const int64_t rows = ar.shape[0], P = ar.shape[1], Q = br.shape[1], E = out.shape[0];
   std::vector<int64_t> off = group_offsets(a, a.in[2], rows);
-  AsCompute<C> A(ar), B(br);
+  AsCompute<O> A(ar), B(br);
   const bool direct = stored_as<C>(out.dtype);
   std::vector<Task> work = tasks(E, kRows, [&](int64_t) { return P; });
   // A task's gemm runs over its group's rows: rows / E of them on average.
@@ -110,10 +109,18 @@ void weight_grad(const KernelArgs& a) {
   });
 }
 
+void grouped_kernel(const KernelArgs& a) {
+  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { grouped<C, T, O>(a); });
+}
+
+void weight_grad_kernel(const KernelArgs& a) {
+  by_operand_type(a.in[0].dtype,
+                  [&]<class C, class T, class O>() { weight_grad<C, T, O>(a); });
+}
+
 const IsaKernelRegistrar registrations[] = {
-    {DeviceKind::cpu, "grouped_matmul", {by_compute_type<grouped<double>, grouped<float>>, false}},
-    {DeviceKind::cpu, "grouped_matmul_weight_grad",
-     {by_compute_type<weight_grad<double>, weight_grad<float>>, false}},
+    {DeviceKind::cpu, "grouped_matmul", {grouped_kernel, false}},
+    {DeviceKind::cpu, "grouped_matmul_weight_grad", {weight_grad_kernel, false}},
 };
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "kiln/backend/cpu/loops.h"
+#include "kiln/backend/cpu/matmul_path.h"
+#include "kiln/codegen/scalar.h"
 #include "kiln/runtime/backend.h"
 
 namespace kiln::cpu {
@@ -37,10 +39,10 @@ class Scratch {
   Storage storage_;
 };
 
-// Whether a tensor of dtype t is stored in the compute type C.
+// Whether a tensor of dtype t is stored as C.
 template <class C>
 bool stored_as(DType t) {
-  return t == (std::is_same_v<C, double> ? DType::f64 : DType::f32);
+  return t == dtype_of<C>::value;
 }
 
 // n elements of a contiguous tensor stored as T, from element offset `at`,
@@ -69,7 +71,7 @@ void store_row(const TensorRef& t, int64_t at, const C* in, int64_t n) {
 }
 
 // A contiguous tensor's elements as C: the tensor's own buffer when it is
-// stored as C, else a converted copy (bf16 and f16 compute in f32).
+// stored as C, else a converted copy.
 template <class C>
 class AsCompute {
  public:
@@ -126,11 +128,41 @@ C row_max(const C* p, int64_t n) {
   return acc[0];
 }
 
-// Runs the f64 kernel for f64 inputs (input 0's dtype), the f32 one otherwise.
-template <void (*F64)(const KernelArgs&), void (*F32)(const KernelArgs&)>
-void by_compute_type(const KernelArgs& a) {
-  if (a.in[0].dtype == DType::f64) F64(a);
-  else F32(a);
+// The products' operand (O) of a block computed in C, for inputs stored as
+// T: its rows x cols (row stride ld) rounded to T, as bf16 compute rounds
+// the fused kernels' f32 intermediates (probabilities, gradients of logits)
+// for their products: into `to` (same stride) where the operands are T,
+// else in place (the block itself, where T is C untouched).
+template <class T, class O, class C>
+const O* as_operand(C* block, int64_t rows, int64_t cols, int64_t ld, O* to) {
+  if constexpr (std::is_same_v<O, C>) {
+    if constexpr (!std::is_same_v<T, C>)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) block[r * ld + c] = C(T(block[r * ld + c]));
+    return block;
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) to[r * ld + c] = O(block[r * ld + c]);
+    return to;
+  }
+}
+
+// Calls f.operator()<C, T, O>() for inputs stored as T: a fused kernel
+// computing in C (codegen::compute_t: f32 for bf16 and f16) whose products
+// take O operands: T where the CPU multiplies T natively (matmul_path.h;
+// gemm.h accumulates in f32), else C, the inputs widened once (exact).
+template <class F>
+void by_operand_type(DType t, F&& f) {
+  visit_floating(t, [&](auto tag) {
+    using T = decltype(tag);
+    using C = codegen::compute_t<T>;
+    if constexpr (std::is_same_v<T, C>) {
+      f.template operator()<C, T, T>();
+    } else {
+      if (matmul_path(t) == MatmulPath::onednn) f.template operator()<C, T, T>();
+      else f.template operator()<C, T, C>();
+    }
+  });
 }
 
 }  // namespace kiln::cpu

@@ -7,10 +7,14 @@
 // adds G @ w_tile to dh and writes G^T @ h to the tile's rows of dw.
 // The products run as parallel_gemm (fixed blocks, each summed whole by one
 // thread) and the row updates one row per thread, so results do not depend
-// on the thread count.
+// on the thread count. bf16/f16 inputs multiply as 16-bit values with f32
+// accumulation (as they are where the CPU has native 16-bit products, else
+// widened to f32), the logits are f32, and G is rounded to the inputs' type
+// for its two products, as bf16 compute (and the CUDA kernel) rounds it.
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/backend/cpu/gemm.h"
@@ -36,36 +40,37 @@ std::vector<int64_t> checked_targets(const KernelArgs& a, int64_t vocab) {
   return t;
 }
 
-// What both passes set up: h in the compute type, w tile by tile, the
-// targets and the logits scratch block.
-template <class C>
+// What both passes set up: h as the products' operands (O; converted once
+// unless stored as O), w tile by tile, the targets and the logits scratch
+// block (C).
+template <class C, class O>
 struct Setup {
   int64_t rows, dim, vocab, tile;
   std::vector<int64_t> targets;
-  AsCompute<C> h;
+  AsCompute<O> h;
   const TensorRef& w;
-  std::optional<Scratch<C>> w_buffer;  // one tile of w converted, unless w is stored as C
+  std::optional<Scratch<O>> w_buffer;  // one tile of w converted, unless w is stored as O
   Scratch<C> block;                    // [rows, tile] logits
 
   explicit Setup(const KernelArgs& a)
       : rows(a.in[0].shape[0]), dim(a.in[0].shape[1]), vocab(a.in[1].shape[0]),
         tile(std::min(kTile, vocab)), targets(checked_targets(a, vocab)), h(a.in[0]),
         w(a.in[1]), block(rows * tile) {
-    if (!stored_as<C>(w.dtype)) w_buffer.emplace(tile * dim);
+    if (!stored_as<O>(w.dtype)) w_buffer.emplace(tile * dim);
   }
-  // The weight rows [v0, v0 + n) in the compute type.
-  const C* weights(int64_t v0, int64_t n) {
-    if (!w_buffer) return w.ptr<C>() + v0 * dim;
-    C* out = w_buffer->data();
+  // The weight rows [v0, v0 + n) as O.
+  const O* weights(int64_t v0, int64_t n) {
+    if (!w_buffer) return w.ptr<O>() + v0 * dim;
+    O* out = w_buffer->data();
     parallel_for(n * dim, 1,
                  [&](int64_t b, int64_t e) { load_compute(w, v0 * dim + b, e - b, out + b); });
     return out;
   }
   // The logits of every row against the tile's weights, into the block
   // ([rows, width], row stride width).
-  C* logits(const C* wt, int64_t width) {
-    parallel_gemm<C>({false, true, rows, width, dim, dim, dim, width}, C(1), h.data(), wt, C(0),
-                     block.data());
+  C* logits(const O* wt, int64_t width) {
+    parallel_gemm({false, true, rows, width, dim, dim, dim, width}, C(1), h.data(), wt, C(0),
+                  block.data());
     return block.data();
   }
 };
@@ -78,9 +83,9 @@ void for_rows(int64_t rows, int64_t width, F f) {
   });
 }
 
-template <class C>
+template <class C, class T, class O>
 void forward(const KernelArgs& a) {
-  Setup<C> s(a);
+  Setup<C, O> s(a);
   const C ninf = -std::numeric_limits<C>::infinity();
   std::vector<C> m(size_t(s.rows), ninf), l(size_t(s.rows), C(0)), picked(size_t(s.rows), C(0));
   for (int64_t v0 = 0; v0 < s.vocab; v0 += s.tile) {
@@ -114,9 +119,9 @@ void forward(const KernelArgs& a) {
   if (reduction == "mean") loss[0] = C(total / count);  // NaN without targets, as torch
 }
 
-template <class C>
+template <class C, class T, class O>
 void backward(const KernelArgs& a) {
-  Setup<C> s(a);
+  Setup<C, O> s(a);
   const C *lse = a.in[3].ptr<C>(), *dsoft = a.in[4].ptr<C>(), *dtarget = a.in[5].ptr<C>();
   int64_t ignore = a.attrs.i("ignore_index");
   const TensorRef &dh_out = a.out[0], &dw_out = a.out[1];
@@ -128,26 +133,32 @@ void backward(const KernelArgs& a) {
     dh_buffer.emplace(s.rows * s.dim);
     dw_buffer.emplace(s.tile * s.dim);
   }
+  std::optional<Scratch<O>> g_rounded;  // G as the operands, where they are not C
+  if constexpr (!std::is_same_v<O, C>) g_rounded.emplace(s.rows * s.tile);
   C* dh = direct ? dh_out.ptr<C>() : dh_buffer->data();
   std::fill(dh, dh + s.rows * s.dim, C(0));
 
   for (int64_t v0 = 0; v0 < s.vocab; v0 += s.tile) {
     int64_t width = std::min(s.tile, s.vocab - v0);
-    const C* wt = s.weights(v0, width);
+    const O* wt = s.weights(v0, width);
     // G = softmax * dsoft - onehot * dtarget, over the logits in place.
     C* g = s.logits(wt, width);
+    O* rounded = g_rounded ? g_rounded->data() : nullptr;
     for_rows(s.rows, width, [&](int64_t r) {
       C* z = g + r * width;
       C shift = lse[r], coef = dsoft[r];
       for (int64_t c = 0; c < width; ++c) z[c] = codegen::math::exp(z[c] - shift) * coef;
       int64_t t = s.targets[size_t(r)];
       if (t != ignore && t >= v0 && t < v0 + width) z[t - v0] -= dtarget[r];
+      as_operand<T>(z, 1, width, width, rounded ? rounded + r * width : nullptr);
     });
-    parallel_gemm<C>({false, false, s.rows, s.dim, width, width, s.dim, s.dim}, C(1), g, wt, C(1),
-                     dh);
+    const O* gt = rounded;  // G's rows rounded into it, or in place
+    if constexpr (std::is_same_v<O, C>) gt = g;
+    parallel_gemm({false, false, s.rows, s.dim, width, width, s.dim, s.dim}, C(1), gt, wt, C(1),
+                  dh);
     C* dw = direct ? dw_out.ptr<C>() + v0 * s.dim : dw_buffer->data();
-    parallel_gemm<C>({true, false, width, s.dim, s.rows, width, s.dim, s.dim}, C(1), g,
-                     s.h.data(), C(0), dw);
+    parallel_gemm({true, false, width, s.dim, s.rows, width, s.dim, s.dim}, C(1), gt,
+                  s.h.data(), C(0), dw);
     if (!direct)
       parallel_for(width * s.dim, 1, [&](int64_t b, int64_t e) {
         store_row(dw_out, v0 * s.dim + b, dw + b, e - b);
@@ -158,10 +169,17 @@ void backward(const KernelArgs& a) {
                  [&](int64_t b, int64_t e) { store_row(dh_out, b, dh + b, e - b); });
 }
 
+void forward_kernel(const KernelArgs& a) {
+  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { forward<C, T, O>(a); });
+}
+
+void backward_kernel(const KernelArgs& a) {
+  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { backward<C, T, O>(a); });
+}
+
 const IsaKernelRegistrar registrations[] = {
-    {DeviceKind::cpu, "linear_cross_entropy", {by_compute_type<forward<double>, forward<float>>, false}},
-    {DeviceKind::cpu, "linear_cross_entropy_backward",
-     {by_compute_type<backward<double>, backward<float>>, false}},
+    {DeviceKind::cpu, "linear_cross_entropy", {forward_kernel, false}},
+    {DeviceKind::cpu, "linear_cross_entropy_backward", {backward_kernel, false}},
 };
 
 }  // namespace

@@ -7,7 +7,6 @@
 // dims, and are widened to f32 elsewhere (matmul_path.h); f64 runs a plain
 // loop, which is what gradient checks use.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -20,7 +19,6 @@
 #include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/backend/cpu/onednn.h"
 #include "kiln/base/error.h"
-#include "kiln/runtime/backend.h"
 
 namespace kiln::cpu {
 namespace {
@@ -57,21 +55,6 @@ struct Prepared {
   std::optional<dnnl::matmul> primitive;
   dnnl::memory::desc a, b, c, scratchpad;
 };
-
-// oneDNN makes statics as it goes (its JIT code among them) and destroys them
-// at exit in reverse order; a device queue still running a product then (a
-// program whose results nobody read) would run freed code. A drain of the
-// CPU queues registered after each new primitive, and after the first run,
-// runs before the statics made until then are destroyed.
-void drain_queues_at_exit() {
-  std::atexit([] {
-    Backend* cpu = find_backend(DeviceKind::cpu);
-    for (int i = 0; cpu && i < cpu->device_count(); ++i) try {
-        cpu->queue(i).synchronize();
-      } catch (...) {  // the program's error: nobody is left to report it to
-      }
-  });
-}
 
 // Creating a primitive costs far more than a small product, so each layout
 // is prepared once. oneDNN sizes its work split by the thread count at
@@ -112,17 +95,7 @@ Prepared prepare(DType dtype, const Operand& a, const Operand& b, const Operand&
 }
 
 void run_onednn(const Prepared& p, const Operand& a, const Operand& b, const Operand& c) {
-  dnnl::engine& engine = onednn_engine();
-  dnnl::stream& stream = onednn_stream();
-  dnnl::memory am(p.a, engine, a.data), bm(p.b, engine, b.data), cm(p.c, engine, c.data);
-  thread_local std::vector<char> scratch;
-  if (scratch.size() < p.scratchpad.get_size()) scratch.resize(p.scratchpad.get_size());
-  dnnl::memory sm(p.scratchpad, engine, scratch.data());
-  p.primitive->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
-                                {DNNL_ARG_SCRATCHPAD, sm}});
-  stream.wait();
-  static std::once_flag first_run;
-  std::call_once(first_run, drain_queues_at_exit);
+  run_matmul(*p.primitive, p.scratchpad, p.a, a.data, p.b, b.data, p.c, c.data);
 }
 
 // The loop for f64, which oneDNN lacks. Each output row is accumulated in

@@ -1,4 +1,5 @@
-// Which path a CPU matmul of each dtype takes. f32 runs oneDNN's matmul on
+// Which path a CPU matmul of each dtype takes (the matmul op, and the fused
+// kernels' products through gemm.h). f32 runs oneDNN's matmul on
 // fixed blocks of output rows, one thread each (matmul.cc), and f64 a plain
 // loop. bf16 runs oneDNN's bf16 primitive where the CPU has bf16 dot
 // products (oneDNN dispatches to avx512_core_bf16 or AMX); elsewhere oneDNN
