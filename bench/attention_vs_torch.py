@@ -63,7 +63,7 @@ def kiln_case(bench, threads, seq, backward):
     """kiln's counters for one case, each in its own process; when the
     composite reference runs out of memory (the process is killed), the
     fused op alone (ref_* absent)."""
-    name = f"attention/causal/seq{seq}/{'fwd.bwd' if backward else 'fwd'}/"
+    name = f"attention/f32/causal/seq{seq}/{'fwd.bwd' if backward else 'fwd'}/"
     env = {"KILN_NUM_THREADS": str(threads), "PATH": "/usr/bin:/bin"}
     for fused_only in (False, True):
         if fused_only:

@@ -6,8 +6,10 @@
 // the fused kernels' scratch, which comes from the same allocator).
 //
 //   flash attention vs scaled_dot_product_attention (its composite: scores
-//     materialised), causal, B=1, Hq=8, Hkv=2, D=128, f32, seq 512/2048/8192;
-//     forward, and forward + backward (value_and_grad of sum(out * cot)).
+//     materialised), causal, B=1, Hq=8, Hkv=2, D=128, f32 and bf16, seq
+//     512/2048/8192; forward, and forward + backward (value_and_grad of
+//     sum(out * cot)); and llama3_100m's attention (B=4, Hq=12, Hkv=4,
+//     D=64, seq 256, bf16: many short sequences).
 //   linear_cross_entropy vs cross_entropy(matmul(h, w^T)), 4096 tokens,
 //     dim 2048, vocab 128256 / 151936, f32 and bf16, forward + backward.
 //   grouped_matmul vs one matmul per expert (slices and a concat; its
@@ -116,10 +118,15 @@ std::vector<Tensor> loss_and_grads(const std::function<Tensor(const std::vector<
   return out;
 }
 
-void attention(benchmark::State& state, int64_t seq, bool backward) {
-  const int64_t b = 1, hq = 8, hkv = 2, d = 128;
-  Tensor q = randn({b, hq, seq, d}, DType::f32, 1), k = randn({b, hkv, seq, d}, DType::f32, 2),
-         v = randn({b, hkv, seq, d}, DType::f32, 3), cot = randn({b, hq, seq, d}, DType::f32, 4);
+struct AttentionShape {
+  int64_t b, hq, hkv, d;
+};
+
+void attention(benchmark::State& state, AttentionShape shape, int64_t seq, DType dt,
+               bool backward) {
+  const auto [b, hq, hkv, d] = shape;
+  Tensor q = randn({b, hq, seq, d}, dt, 1), k = randn({b, hkv, seq, d}, dt, 2),
+         v = randn({b, hkv, seq, d}, dt, 3), cot = randn({b, hq, seq, d}, dt, 4);
   kiln::AttentionOptions o{.causal = true};
   auto flash = [o](const std::vector<Tensor>& a) { return kiln::flash_attention(a[0], a[1], a[2], o); };
   auto sdpa = [o](const std::vector<Tensor>& a) {
@@ -188,13 +195,22 @@ void grouped(benchmark::State& state, int64_t experts, DType dt, bool backward) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int64_t seq : {512, 2048, 8192})
-    for (bool bwd : {false, true})
-      benchmark::RegisterBenchmark(
-          ("attention/causal/seq" + std::to_string(seq) + (bwd ? "/fwd+bwd" : "/fwd")).c_str(),
-          attention, seq, bwd)
-          ->Iterations(seq >= 8192 ? 1 : 3)
-          ->Unit(benchmark::kMillisecond);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t seq : {512, 2048, 8192})
+      for (bool bwd : {false, true})
+        benchmark::RegisterBenchmark(("attention/" + std::string(kiln::dtype_name(dt)) +
+                                      "/causal/seq" + std::to_string(seq) +
+                                      (bwd ? "/fwd+bwd" : "/fwd"))
+                                         .c_str(),
+                                     attention, AttentionShape{1, 8, 2, 128}, seq, dt, bwd)
+            ->Iterations(seq >= 8192 ? 1 : 3)
+            ->Unit(benchmark::kMillisecond);
+  for (bool bwd : {false, true})
+    benchmark::RegisterBenchmark(
+        ("attention/bf16/causal/llama3_100m/seq256" + std::string(bwd ? "/fwd+bwd" : "/fwd")).c_str(),
+        attention, AttentionShape{4, 12, 4, 64}, 256, DType::bf16, bwd)
+        ->Iterations(10)
+        ->Unit(benchmark::kMillisecond);
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t vocab : {128256, 151936})
       benchmark::RegisterBenchmark(("lce/" + std::string(kiln::dtype_name(dt)) + "/vocab" +
