@@ -1,7 +1,6 @@
 #include "kiln/backend/cpu/gemm.h"
 
 #include <dnnl.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -23,17 +22,6 @@ template <class C>
 void scale_only(const GemmArgs& g, C beta, C* c) {
   for (int64_t i = 0; i < g.m; ++i)
     for (int64_t j = 0; j < g.n; ++j) c[i * g.ldc + j] = beta == C(0) ? C(0) : c[i * g.ldc + j] * beta;
-}
-
-// Runs f with OpenMP's team on this thread at one: oneDNN sizes its split
-// by it, and one thread keeps a call's summation order fixed (inside a
-// parallel region it is one anyway).
-template <class F>
-void on_one_thread(F f) {
-  const int saved = omp_get_max_threads();
-  if (saved != 1) omp_set_num_threads(1);
-  f();
-  if (saved != 1) omp_set_num_threads(saved);
 }
 
 // A 16-bit product prepared as a oneDNN matmul (16-bit source and weights,

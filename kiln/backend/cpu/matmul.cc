@@ -18,6 +18,7 @@
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/matmul_path.h"
 #include "kiln/backend/cpu/onednn.h"
+#include "kiln/backend/cpu/parallel.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cpu {
@@ -151,13 +152,12 @@ bool run_onednn(const TensorRef& a_ref, bool ta, const TensorRef& b_ref, bool tb
 // c = a @ b by a oneDNN primitive made for, and run on, the calling thread
 // alone.
 void one_thread_product(const Operand& a, const Operand& b, const Operand& c) {
-  const int saved = omp_get_max_threads();
-  if (saved != 1) omp_set_num_threads(1);
-  Prepared p = prepare(DType::f32, a, b, c, 1);
-  KILN_CHECK(p.primitive, "matmul: oneDNN has no f32 primitive for a ", Dims(a.shape), " x ",
-             Dims(b.shape), " block");
-  run_onednn(p, a, b, c);
-  if (saved != 1) omp_set_num_threads(saved);
+  on_one_thread([&] {
+    Prepared p = prepare(DType::f32, a, b, c, 1);
+    KILN_CHECK(p.primitive, "matmul: oneDNN has no f32 primitive for a ", Dims(a.shape), " x ",
+               Dims(b.shape), " block");
+    run_onednn(p, a, b, c);
+  });
 }
 
 // out = op(a) @ op(b) in f32 over dense operands (batch dims broadcast where

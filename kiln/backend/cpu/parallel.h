@@ -19,6 +19,22 @@ inline int use_threads() {
   return n;
 }
 
+// Runs f with OpenMP's team size for the calling thread at one (restored
+// after, also when f throws): oneDNN sizes its split by it, and one thread
+// keeps a product's summation order fixed. Inside a parallel region it is
+// one already.
+template <class F>
+void on_one_thread(F&& f) {
+  struct Restore {
+    int saved = omp_get_max_threads();
+    ~Restore() {
+      if (saved != 1) omp_set_num_threads(saved);
+    }
+  } restore;
+  if (restore.saved != 1) omp_set_num_threads(1);
+  f();
+}
+
 // The least work, in inner-loop iterations (elements or multiply-adds), worth
 // a chunk of its own: tens of microseconds, more than waking a sleeping
 // OpenMP thread (apps/kiln/wait_policy.cc) and joining it again costs, so
