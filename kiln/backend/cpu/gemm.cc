@@ -65,9 +65,11 @@ const Product16& product16(const GemmArgs& g, DType type, float alpha, float bet
     p.primitive = dnnl::matmul(pd);
     p.scratchpad = pd.scratchpad_desc();
   } catch (const dnnl::error& e) {
-    if (e.status != dnnl_unimplemented)
+    if (e.status != dnnl_unimplemented) {
+      cache->erase(key);
       fail("gemm: oneDNN could not set up a ", dtype_name(type), " product of [", g.m, ",", g.k,
            "] x [", g.k, ",", g.n, "]: ", e.what());
+    }
   }
   drain_queues_at_exit();
   return p;
