@@ -6,7 +6,6 @@
 #include <bit>
 #include <dnnl.hpp>
 #include <map>
-#include <optional>
 #include <vector>
 
 #include "kiln/backend/cpu/matmul_path.h"
@@ -24,13 +23,6 @@ void scale_only(const GemmArgs& g, C beta, C* c) {
     for (int64_t j = 0; j < g.n; ++j) c[i * g.ldc + j] = beta == C(0) ? C(0) : c[i * g.ldc + j] * beta;
 }
 
-// A 16-bit product prepared as a oneDNN matmul (16-bit source and weights,
-// f32 destination), or none where oneDNN has no implementation for it.
-struct Product16 {
-  std::optional<dnnl::matmul> primitive;
-  dnnl::memory::desc a, b, c, scratchpad;
-};
-
 // op(X) ([rows, cols]) of a row-major X with row stride ld.
 dnnl::memory::desc operand_desc(int64_t rows, int64_t cols, bool transposed, int64_t ld,
                                 dnnl::memory::data_type type) {
@@ -38,41 +30,30 @@ dnnl::memory::desc operand_desc(int64_t rows, int64_t cols, bool transposed, int
   return dnnl::memory::desc(dims{rows, cols}, type, transposed ? dims{1, ld} : dims{ld, 1});
 }
 
-// Each thread prepares its own products (no lock on a path that runs
-// per block), once per layout, alpha and beta; made and run on one thread.
-const Product16& product16(const GemmArgs& g, DType type, float alpha, float beta) {
+// A 16-bit product as a oneDNN matmul (16-bit source and weights, f32
+// destination), prepared once per layout, alpha and beta by each thread (no
+// lock on a path that runs per block), made and run on one thread.
+const PreparedMatmul& product16(const GemmArgs& g, DType type, float alpha, float beta) {
   // Never destroyed: a device queue may still run kernels at exit.
-  thread_local auto* cache = new std::map<std::vector<int64_t>, Product16>;
-  const std::vector<int64_t> key{int64_t(type), g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc,
-                                 std::bit_cast<int32_t>(alpha), beta != 0};
+  thread_local auto* cache = new std::map<std::vector<int64_t>, PreparedMatmul>;
+  std::vector<int64_t> key{int64_t(type), g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc,
+                           std::bit_cast<int32_t>(alpha), beta != 0};
   if (auto it = cache->find(key); it != cache->end()) return it->second;
-  if (cache->size() >= 4096) cache->clear();  // bounds memory when shapes keep changing
-  Product16& p = (*cache)[key];
   const auto t = *onednn_type(type);
-  p.a = operand_desc(g.m, g.k, g.ta, g.lda, t);
-  p.b = operand_desc(g.k, g.n, g.tb, g.ldb, t);
-  p.c = operand_desc(g.m, g.n, false, g.ldc, dnnl::memory::data_type::f32);
-  try {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (alpha != 1) attr.set_output_scales(0, {alpha});
-    if (beta != 0) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);
-      attr.set_post_ops(ops);
-    }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, onednn_engine());
-    p.primitive = dnnl::matmul(pd);
-    p.scratchpad = pd.scratchpad_desc();
-  } catch (const dnnl::error& e) {
-    if (e.status != dnnl_unimplemented) {
-      cache->erase(key);
-      fail("gemm: oneDNN could not set up a ", dtype_name(type), " product of [", g.m, ",", g.k,
-           "] x [", g.k, ",", g.n, "]: ", e.what());
-    }
+  dnnl::primitive_attr attr;
+  if (alpha != 1) attr.set_output_scales(0, {alpha});
+  if (beta != 0) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
   }
-  drain_queues_at_exit();
-  return p;
+  PreparedMatmul p = prepare_matmul(
+      operand_desc(g.m, g.k, g.ta, g.lda, t), operand_desc(g.k, g.n, g.tb, g.ldb, t),
+      operand_desc(g.m, g.n, false, g.ldc, dnnl::memory::data_type::f32), attr,
+      cat("gemm: a ", dtype_name(type), " product of [", g.m, ",", g.k, "] x [", g.k, ",", g.n,
+          "]"));
+  if (cache->size() >= 4096) cache->clear();  // bounds memory when shapes keep changing
+  return cache->emplace(std::move(key), std::move(p)).first->second;
 }
 
 // A row-major rows x cols matrix of row stride ld, widened into `out` (dense).
@@ -93,9 +74,9 @@ void gemm16(const GemmArgs& g, float alpha, const T* a, const T* b, float beta, 
   if (matmul_path(type) == MatmulPath::onednn) {
     bool done = false;
     on_one_thread([&] {
-      const Product16& p = product16(g, type, alpha, beta);
+      const PreparedMatmul& p = product16(g, type, alpha, beta);
       if (!p.primitive) return;
-      run_matmul(*p.primitive, p.scratchpad, p.a, a, p.b, b, p.c, c);
+      run_matmul(p, a, b, c);
       done = true;
     });
     if (done) return;

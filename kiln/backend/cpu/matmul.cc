@@ -49,21 +49,14 @@ Operand operand(const TensorRef& t, bool transpose, int rank) {
   return o;
 }
 
-// A primitive ready to run, or none where oneDNN has no implementation.
-// Its scratchpad is the caller's (one per thread): several threads run the
-// same primitive at once on blocks of one product.
-struct Prepared {
-  std::optional<dnnl::matmul> primitive;
-  dnnl::memory::desc a, b, c, scratchpad;
-};
-
 // Creating a primitive costs far more than a small product, so each layout
 // is prepared once. oneDNN sizes its work split by the thread count at
 // creation, which is therefore part of the key.
-Prepared prepare(DType dtype, const Operand& a, const Operand& b, const Operand& c, int threads) {
+PreparedMatmul prepare(DType dtype, const Operand& a, const Operand& b, const Operand& c,
+                       int threads) {
   // Never destroyed (see onednn_engine).
   static auto* mu = new std::mutex;
-  static auto* cache = new std::map<std::vector<int64_t>, Prepared>;
+  static auto* cache = new std::map<std::vector<int64_t>, PreparedMatmul>;
   std::vector<int64_t> key{int64_t(dtype), threads};
   for (const Operand* o : {&a, &b, &c}) {
     key.insert(key.end(), o->shape.begin(), o->shape.end());
@@ -72,31 +65,16 @@ Prepared prepare(DType dtype, const Operand& a, const Operand& b, const Operand&
   std::lock_guard lock(*mu);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
 
-  Prepared p;
-  if (auto type = onednn_type(dtype)) {
-    p.a = dnnl::memory::desc(a.shape, *type, a.strides);
-    p.b = dnnl::memory::desc(b.shape, *type, b.strides);
-    p.c = dnnl::memory::desc(c.shape, *type, c.strides);
-    try {
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, onednn_engine());
-      p.primitive = dnnl::matmul(pd);
-      p.scratchpad = pd.scratchpad_desc();
-    } catch (const dnnl::error& e) {
-      if (e.status != dnnl_unimplemented)
-        fail("matmul: oneDNN could not set up ", dtype_name(dtype), " product of ", Dims(a.shape),
-             " and ", Dims(b.shape), ": ", e.what());
-    }
-  }
+  PreparedMatmul p;
+  if (auto type = onednn_type(dtype))
+    p = prepare_matmul(dnnl::memory::desc(a.shape, *type, a.strides),
+                       dnnl::memory::desc(b.shape, *type, b.strides),
+                       dnnl::memory::desc(c.shape, *type, c.strides), {},
+                       cat("matmul: a ", dtype_name(dtype), " product of ", Dims(a.shape), " and ",
+                           Dims(b.shape)));
   if (cache->size() >= 4096) cache->clear();  // bounds memory when shapes keep changing
   cache->emplace(std::move(key), p);
-  drain_queues_at_exit();
   return p;
-}
-
-void run_onednn(const Prepared& p, const Operand& a, const Operand& b, const Operand& c) {
-  run_matmul(*p.primitive, p.scratchpad, p.a, a.data, p.b, b.data, p.c, c.data);
 }
 
 // The loop for f64, which oneDNN lacks. Each output row is accumulated in
@@ -143,9 +121,9 @@ void run_loop(const Operand& a, const Operand& b, const Operand& c) {
 bool run_onednn(const TensorRef& a_ref, bool ta, const TensorRef& b_ref, bool tb, const TensorRef& out) {
   const int rank = out.rank();
   Operand a = operand(a_ref, ta, rank), b = operand(b_ref, tb, rank), c = operand(out, false, rank);
-  Prepared p = prepare(out.dtype, a, b, c, use_threads());
+  PreparedMatmul p = prepare(out.dtype, a, b, c, use_threads());
   if (!p.primitive) return false;
-  run_onednn(p, a, b, c);
+  run_matmul(p, a.data, b.data, c.data);
   return true;
 }
 
@@ -153,10 +131,10 @@ bool run_onednn(const TensorRef& a_ref, bool ta, const TensorRef& b_ref, bool tb
 // alone.
 void one_thread_product(const Operand& a, const Operand& b, const Operand& c) {
   on_one_thread([&] {
-    Prepared p = prepare(DType::f32, a, b, c, 1);
+    PreparedMatmul p = prepare(DType::f32, a, b, c, 1);
     KILN_CHECK(p.primitive, "matmul: oneDNN has no f32 primitive for a ", Dims(a.shape), " x ",
                Dims(b.shape), " block");
-    run_onednn(p, a, b, c);
+    run_matmul(p, a.data, b.data, c.data);
   });
 }
 

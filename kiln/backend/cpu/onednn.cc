@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
 
 namespace kiln::cpu {
@@ -35,6 +36,13 @@ std::optional<dnnl::memory::data_type> onednn_type(DType t) {
   }
 }
 
+namespace {
+
+// oneDNN makes statics as it goes (its JIT code among them) and destroys them
+// at exit in reverse order; a device queue still running a product then (a
+// program whose results nobody read) would run freed code. Registered after
+// each new primitive, and after the first run, a drain of the CPU queues
+// runs before the statics made until then are destroyed.
 void drain_queues_at_exit() {
   std::atexit([] {
     Backend* cpu = find_backend(DeviceKind::cpu);
@@ -45,19 +53,35 @@ void drain_queues_at_exit() {
   });
 }
 
-void run_matmul(const dnnl::matmul& m, const dnnl::memory::desc& scratchpad,
-                const dnnl::memory::desc& a, const void* a_data, const dnnl::memory::desc& b,
-                const void* b_data, const dnnl::memory::desc& c, void* c_data) {
+}  // namespace
+
+PreparedMatmul prepare_matmul(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                              const dnnl::memory::desc& c, dnnl::primitive_attr attr,
+                              const std::string& what) {
+  PreparedMatmul p{std::nullopt, a, b, c, {}};
+  try {
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, onednn_engine());
+    p.primitive = dnnl::matmul(pd);
+    p.scratchpad = pd.scratchpad_desc();
+  } catch (const dnnl::error& e) {
+    if (e.status != dnnl_unimplemented) fail(what, ": oneDNN could not set it up: ", e.what());
+  }
+  drain_queues_at_exit();
+  return p;
+}
+
+void run_matmul(const PreparedMatmul& p, const void* a, const void* b, void* c) {
   dnnl::engine& engine = onednn_engine();
   dnnl::stream& stream = onednn_stream();
   // oneDNN's memory objects take non-const handles; it only reads a and b.
-  dnnl::memory am(a, engine, const_cast<void*>(a_data)), bm(b, engine, const_cast<void*>(b_data)),
-      cm(c, engine, c_data);
+  dnnl::memory am(p.a, engine, const_cast<void*>(a)), bm(p.b, engine, const_cast<void*>(b)),
+      cm(p.c, engine, c);
   thread_local std::vector<char> buffer;
-  if (buffer.size() < scratchpad.get_size()) buffer.resize(scratchpad.get_size());
-  dnnl::memory sm(scratchpad, engine, buffer.data());
-  m.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
-                     {DNNL_ARG_SCRATCHPAD, sm}});
+  if (buffer.size() < p.scratchpad.get_size()) buffer.resize(p.scratchpad.get_size());
+  dnnl::memory sm(p.scratchpad, engine, buffer.data());
+  p.primitive->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
+                                {DNNL_ARG_SCRATCHPAD, sm}});
   stream.wait();
   static std::once_flag first_run;
   std::call_once(first_run, drain_queues_at_exit);

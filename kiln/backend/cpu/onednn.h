@@ -1,8 +1,10 @@
-// The oneDNN engine and stream that kiln's CPU kernels share.
+// The oneDNN engine and stream that kiln's CPU kernels share, and the
+// matmul primitives they prepare once per layout.
 #pragma once
 #include <dnnl.hpp>
 
 #include <optional>
+#include <string>
 
 #include "kiln/base/dtype.h"
 
@@ -14,18 +16,22 @@ dnnl::stream& onednn_stream();
 // oneDNN's type for `t`; nullopt where oneDNN has none (f64, bool).
 std::optional<dnnl::memory::data_type> onednn_type(DType t);
 
-// oneDNN makes statics as it goes (its JIT code among them) and destroys them
-// at exit in reverse order; a device queue still running a product then (a
-// program whose results nobody read) would run freed code. Called after each
-// new primitive, and after its first run, this registers a drain of the CPU
-// queues that runs before the statics made until then are destroyed.
-void drain_queues_at_exit();
+// A matmul primitive with a user scratchpad (each running thread passes its
+// own, so several may run it at once on blocks of one product), or none
+// where oneDNN has no implementation for its operands.
+struct PreparedMatmul {
+  std::optional<dnnl::matmul> primitive;
+  dnnl::memory::desc a, b, c, scratchpad;
+};
 
-// Runs a matmul primitive made with a user scratchpad (of descriptor
-// `scratchpad`) on the calling thread, with a scratchpad of the thread's
-// own, and waits for it.
-void run_matmul(const dnnl::matmul& m, const dnnl::memory::desc& scratchpad,
-                const dnnl::memory::desc& a, const void* a_data, const dnnl::memory::desc& b,
-                const void* b_data, const dnnl::memory::desc& c, void* c_data);
+// Prepares c = a @ b with `attr` (output scales, post-ops). A oneDNN error
+// other than "unimplemented" raises, naming `what` (the product).
+PreparedMatmul prepare_matmul(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                              const dnnl::memory::desc& c, dnnl::primitive_attr attr,
+                              const std::string& what);
+
+// Runs a prepared primitive on the calling thread, with a scratchpad of the
+// thread's own, and waits for it.
+void run_matmul(const PreparedMatmul& p, const void* a, const void* b, void* c);
 
 }  // namespace kiln::cpu
