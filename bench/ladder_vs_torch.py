@@ -20,7 +20,11 @@ thread count and precision:
                     graph_fused + --compile.replay (a CUDA graph on a GPU)
 
 and then trains the same architecture with PyTorch: transformers'
-LlamaForCausalLM (SDPA attention) built from kiln's effective config, AdamW with
+LlamaForCausalLM, Qwen3ForCausalLM or Qwen3MoeForCausalLM (SDPA attention;
+transformers' default experts kernel; the load-balancing loss added as kiln adds
+it) built from kiln's model (its registry entry, `kiln info --model NAME --json`,
+under the effective config's [model]; a run whose parameter count differs from
+kiln's is reported, not measured), AdamW with
 the recipe's hyper-parameters and parameter groups (no decay on norms and
 embeddings unless the recipe decays them; fused=True), gradient clipping to
 max_norm and a LambdaLR warm-up, on random tokens of the same [batch, seq_len]
@@ -30,7 +34,7 @@ and, for torch, f32 weights and AdamW state under torch.autocast(bfloat16): the
 same policy. torch.compile compiles the model (forward and backward through
 AOTAutograd and Inductor); AdamW stays eager.
 
-The jax rung trains the same model in plain jax.numpy (bench/jax_llama.py:
+The jax rung (Llama models only) trains the same model in plain jax.numpy (bench/jax_llama.py:
 LlamaForCausalLM's parameters, names and shapes, SDPA's causal softmax attention
 written out, Llama 3.1 RoPE) with the same AdamW update, parameter groups,
 clipping and warm-up, the whole step (forward, backward, clipping, AdamW) under
@@ -211,7 +215,22 @@ def kiln_config(kiln, recipe, precision, flags=()):
                        capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"{kiln} train --config {recipe} --print-config failed:\n{r.stderr.strip()}")
-    return tomllib.loads(r.stdout)
+    cfg = tomllib.loads(r.stdout)
+    cfg["arch"] = architecture(kiln, cfg["model"])
+    return cfg
+
+
+def architecture(kiln, model):
+    """The model kiln builds: its registry entry (`kiln info --model NAME --json`:
+    the family, RoPE scaling, MoE routing, ...) under the effective config's
+    [model] values (the recipe's and --model.* flags')."""
+    out = subprocess.run([kiln, "info", "--model", model["name"], "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    arch = json.loads(out)
+    for derived in ("params", "active_params", "flops_per_token", "seq_len"):
+        del arch[derived]  # of the registry's sizes, not the effective ones
+    arch.update({k: v for k, v in model.items() if k in arch})
+    return arch
 
 
 def run_kiln(args, recipe, key, workdir):
@@ -261,13 +280,23 @@ def run_kiln(args, recipe, key, workdir):
     return row
 
 
-def param_count(cfg):
-    """Parameters of a dense Llama model (as `kiln info --model` counts them)."""
-    m = cfg["model"]
-    d, q, kv = m["dim"], m["n_heads"] * m["head_dim"], m["n_kv_heads"] * m["head_dim"]
-    layer = d * (q + 2 * kv) + q * d + 2 * d + 3 * d * m["ffn_dim"]
-    embed = m["vocab_size"] * d * (1 if m["tie_embeddings"] else 2)
-    return m["n_layers"] * layer + embed + d
+def param_count(arch):
+    """Parameters of the model (as `kiln info --model` counts them)."""
+    a = arch
+    d, q, kv = a["dim"], a["n_heads"] * a["head_dim"], a["n_kv_heads"] * a["head_dim"]
+    total = a["vocab_size"] * d * (1 if a["tie_embeddings"] else 2) + d
+    for i in range(a["n_layers"]):
+        total += d * (q + 2 * kv) + q * d + 2 * d
+        total += (q + 2 * kv + d) if a.get("attention_bias") else 0
+        total += 2 * a["head_dim"] if a["qk_norm"] else 0
+        total += (d * a["n_experts"] * (1 + 3 * a["moe_ffn_dim"]) if is_moe_layer(a, i)
+                  else 3 * d * a["ffn_dim"])
+    return total
+
+
+def is_moe_layer(arch, i):
+    return (arch.get("n_experts", 0) > 0 and i not in arch["mlp_only_layers"]
+            and (i + 1) % arch["decoder_sparse_step"] == 0)
 
 
 def tokens_per_step(cfg):
@@ -276,28 +305,35 @@ def tokens_per_step(cfg):
 
 # ---- PyTorch (in a subprocess, so each run's RSS and failures are its own) -----------------------
 
-# Llama 3.1 RoPE scaling of kiln's Llama family (as the registry's llama3_debug);
-# `kiln train --print-config` does not print it.
-ROPE_SCALING = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 8192}
-
-
 def torch_model(spec):
-    """transformers' LlamaForCausalLM (SDPA attention) of kiln's effective config."""
+    """transformers' model of kiln's architecture spec["arch"]: LlamaForCausalLM,
+    Qwen3ForCausalLM or Qwen3MoeForCausalLM (with its router logits, for the
+    load-balancing loss), SDPA attention."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
     torch.manual_seed(0)
-    m, t = spec["model"], spec["training"]
-    config = LlamaConfig(
-        vocab_size=m["vocab_size"], hidden_size=m["dim"], intermediate_size=m["ffn_dim"],
-        num_hidden_layers=m["n_layers"], num_attention_heads=m["n_heads"],
-        num_key_value_heads=m["n_kv_heads"], head_dim=m["head_dim"], hidden_act="silu",
+    a, t = spec["arch"], spec["training"]
+    common = dict(
+        vocab_size=a["vocab_size"], hidden_size=a["dim"], intermediate_size=a["ffn_dim"],
+        num_hidden_layers=a["n_layers"], num_attention_heads=a["n_heads"],
+        num_key_value_heads=a["n_kv_heads"], head_dim=a["head_dim"], hidden_act="silu",
         # max_position_embeddings only bounds positions, 8192 keeps HF from warning.
-        max_position_embeddings=max(8192, t["seq_len"]), rms_norm_eps=m["norm_eps"],
-        initializer_range=m["init_std"], tie_word_embeddings=m["tie_embeddings"],
-        rope_theta=m["rope_theta"], attention_bias=False, mlp_bias=False,
-        rope_scaling=dict(ROPE_SCALING, rope_type="llama3"), attn_implementation="sdpa")
-    model = LlamaForCausalLM(config)
+        max_position_embeddings=max(8192, t["seq_len"]), rms_norm_eps=a["norm_eps"],
+        initializer_range=a["init_std"], tie_word_embeddings=a["tie_embeddings"],
+        rope_theta=a["rope_theta"], attention_bias=a["attention_bias"])
+    if a["family"] == "llama3":
+        config = AutoConfig.for_model("llama", **common, mlp_bias=False,
+                                      rope_scaling=a["rope_scaling"])
+    elif a["family"] == "qwen3":
+        config = AutoConfig.for_model("qwen3", **common)
+    else:
+        config = AutoConfig.for_model(
+            "qwen3_moe", **common, num_experts=a["n_experts"], num_experts_per_tok=a["top_k"],
+            moe_intermediate_size=a["moe_ffn_dim"], norm_topk_prob=a["norm_topk_prob"],
+            router_aux_loss_coef=a["router_aux_loss_coef"],
+            decoder_sparse_step=a["decoder_sparse_step"], mlp_only_layers=a["mlp_only_layers"],
+            output_router_logits=True)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
     model.train()
     return model
 
@@ -318,12 +354,15 @@ def torch_trainer(spec, model):
     params = [p for p in model.parameters()]
     bf16 = spec["precision"] == "bfloat16"
     vocab = spec["model"]["vocab_size"]
+    aux_coef = spec["arch"].get("router_aux_loss_coef", 0) if spec["arch"].get("n_experts") else 0
     device = torch.device(spec.get("device", "cpu"))
 
     def loss_of(ids):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(input_ids=ids[:, :-1]).logits
-        return F.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
+            out = model(input_ids=ids[:, :-1])
+        loss = F.cross_entropy(out.logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
+        # Qwen3-MoE: the load-balancing loss, as kiln's (and transformers' with labels).
+        return loss + aux_coef * out.aux_loss if aux_coef else loss
 
     # torch.compile gets the loss too, as kiln's graph trainer has it: Inductor
     # may fuse the cast and the cross-entropy instead of running them eagerly.
@@ -358,7 +397,8 @@ def torch_worker(spec):
         step(torch.randint(0, vocab, (batch, seq + 1), generator=gen).to(device))
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
-    print(json.dumps({"step_s": times, "cpu_s": cpu}))
+    print(json.dumps({"step_s": times, "cpu_s": cpu,
+                      "params": sum(p.numel() for p in model.parameters())}))
 
 
 # ---- JAX (bench/jax_llama.py, in a subprocess like PyTorch) --------------------------------------
@@ -391,7 +431,7 @@ def jax_worker(spec):
     params = jl.init_params(m)
     opt = jl.init_opt_state(params)
     step = jl.jit_train_step(m, t, spec["optimizer"], spec["lr_scheduler"],
-                             spec["rope_scaling"], dtype)
+                             spec["arch"]["rope_scaling"], dtype)
     batch, seq, vocab = t["local_batch_size"], t["seq_len"], m["vocab_size"]
     rng = np.random.default_rng(0)
     times, cpu = [], []
@@ -415,14 +455,15 @@ def check_jax(recipe, cfg, threads, steps=3):
     jl = import_jax_llama()
     import jax.numpy as jnp
     m, t = cfg["model"], cfg["training"]
-    spec = dict(cfg, rope_scaling=ROPE_SCALING)
+    spec = dict(cfg)
     model = torch_model(spec)
     initial = {n: p.detach().clone() for n, p in model.named_parameters()}
     shapes = {n: tuple(p.shape) for n, p in initial.items()}
     torch_n, jax_n = sum(p.numel() for p in initial.values()), sum(
         math.prod(x) for x in jl.param_shapes(m).values())
-    ok = shapes == jl.param_shapes(m) and torch_n == jax_n == param_count(cfg)
-    print(f"{recipe}: parameters: torch {torch_n:,}, jax {jax_n:,}, kiln {param_count(cfg):,}"
+    kiln_n = param_count(cfg["arch"])
+    ok = shapes == jl.param_shapes(m) and torch_n == jax_n == kiln_n
+    print(f"{recipe}: parameters: torch {torch_n:,}, jax {jax_n:,}, kiln {kiln_n:,}"
           f"{'' if shapes == jl.param_shapes(m) else '; names or shapes differ'}")
     gen = torch.Generator().manual_seed(1)
     batches = [torch.randint(0, m["vocab_size"], (t["local_batch_size"], t["seq_len"] + 1),
@@ -436,7 +477,8 @@ def check_jax(recipe, cfg, threads, steps=3):
         torch_losses = [step(ids) for ids in batches]
         params = {n: jnp.asarray(p.numpy()) for n, p in initial.items()}
         opt = jl.init_opt_state(params)
-        jstep = jl.jit_train_step(m, t, cfg["optimizer"], cfg["lr_scheduler"], ROPE_SCALING,
+        jstep = jl.jit_train_step(m, t, cfg["optimizer"], cfg["lr_scheduler"],
+                                  cfg["arch"]["rope_scaling"],
                                   jnp.bfloat16 if precision == "bfloat16" else jnp.float32)
         jax_losses = []
         for ids in batches:
@@ -455,16 +497,21 @@ def run_worker(args, recipe, key, workdir):
     """A PyTorch or JAX rung: this script's --torch-worker or --jax-worker in a subprocess."""
     label = TORCH_RUNGS.get(key) or JAX_RUNGS[key]
     row = {"rung": label, "wall_s": 0, "rss": None}
-    if args.family != "llama3":
-        row["note"] = f"skipped: the {label.split()[0]} side builds Llama models, not {args.family}"
+    arch = args.config["arch"]
+    if key in JAX_RUNGS and arch["family"] != "llama3":
+        row["note"] = f"skipped: the JAX side builds Llama models, not {arch['family']}"
+        return row
+    extras = [k for k in ("router_z_loss_coef", "router_bias_update_rate")
+              if args.config["model"].get(k)]
+    if extras:
+        row["note"] = f"skipped: the {label.split()[0]} side has no {' or '.join(extras)}"
         return row
     if key in JAX_RUNGS and args.device != "cpu":
         row["note"] = "skipped: the JAX side runs on the CPU"
         return row
     spec = dict(args.config, threads=args.threads, compile=key == "torch_compile",
                 device="cpu" if args.device.startswith("cpu") else args.device,
-                precision=args.precision, warmup=args.warmup, steps=args.steps,
-                rope_scaling=ROPE_SCALING)
+                precision=args.precision, warmup=args.warmup, steps=args.steps)
     log = os.path.join(workdir, f"{recipe}-{key}-{args.round}.log")
     worker = "--jax-worker" if key in JAX_RUNGS else "--torch-worker"
     cmd = [sys.executable, os.path.abspath(__file__), worker, json.dumps(spec)]
@@ -476,6 +523,10 @@ def run_worker(args, recipe, key, workdir):
         return row
     with open(log) as f:
         result = json.loads(f.read().strip().splitlines()[-1])
+    if "params" in result and result["params"] != param_count(arch):
+        row["note"] = (f"not comparable: the PyTorch model has {result['params']:,} parameters, "
+                       f"kiln's {param_count(arch):,}")
+        return row
     times, cpu = result["step_s"], result["cpu_s"][args.warmup:]
     tps = [tokens_per_step(args.config) / x for x in times[args.warmup:]]
     row["tok_cpu"] = tokens_per_step(args.config) * len(cpu) / sum(cpu)
@@ -507,8 +558,11 @@ def add_mfu(rows):
 def print_table(recipe, margs, rows):
     cfg = margs.config
     m, t = cfg["model"], cfg["training"]
-    print(f"\n{recipe}: {param_count(cfg) / 1e6:.1f}M parameters (dim {m['dim']}, "
+    print(f"\n{recipe}: {m['name']} ({cfg['arch']['family']}), "
+          f"{param_count(cfg['arch']) / 1e6:.1f}M parameters (dim {m['dim']}, "
           f"{m['n_layers']} layers, {m['n_heads']}/{m['n_kv_heads']} heads, ffn {m['ffn_dim']}, "
+          + (f"{m['n_experts']} experts (top {m['top_k']}, ffn {m['moe_ffn_dim']}), "
+             if m.get("n_experts") else "") +
           f"vocab {m['vocab_size']}); batch {t['local_batch_size']} x seq {t['seq_len']} = "
           f"{tokens_per_step(cfg)} tokens/step; {margs.precision}; "
           f"{margs.warmup} warm-up + {margs.steps} measured steps")
@@ -556,12 +610,6 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def model_family(kiln, cfg):
-    out = subprocess.run([kiln, "info", "--model", cfg["model"]["name"], "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["family"]
 
 
 def jax_versions():
@@ -668,9 +716,9 @@ def main():
         ok = True
         for recipe in args.models.split(","):
             cfg = kiln_config(args.kiln, recipe, "float32", args.kiln_flag_list)
-            if model_family(args.kiln, cfg) != "llama3":
+            if cfg["arch"]["family"] != "llama3":
                 print(f"{recipe}: skipped: the JAX side builds Llama models, not "
-                      f"{model_family(args.kiln, cfg)}")
+                      f"{cfg['arch']['family']}")
                 continue
             ok = check_jax(recipe, cfg, args.threads) and ok
         sys.exit(0 if ok else 1)
@@ -682,8 +730,7 @@ def main():
         for recipe in args.models.split(","):
             margs = copy.copy(args)
             margs.config = kiln_config(args.kiln, recipe, args.precision, args.kiln_flag_list)
-            margs.family = model_family(args.kiln, margs.config)
-            if param_count(margs.config) < 10_000_000:
+            if param_count(margs.config["arch"]) < 10_000_000:
                 margs.steps *= 10
                 margs.warmup *= 10
             best = {}
