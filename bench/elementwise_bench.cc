@@ -1,6 +1,8 @@
 // Elementwise throughput: kiln's add and silu on 16M floats, against a plain
 // C++ loop over the same buffers in the same run (memory-bandwidth bound, so
 // the loop is the ceiling). Bytes counted: inputs read + output written.
+// Then mul in f32 and bf16, dense and with one factor per row (broadcast
+// along the row): the broadcast should run as fast as the dense product.
 // Then the transcendental ops and the row reductions built on them (16M
 // uniform floats, rows of 2048 as llama3_debug's vocabulary): compute bound,
 // they measure the vectorised math of kiln/codegen/vmath.h. These are timed
@@ -62,6 +64,23 @@ void BM_LoopSilu(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
+// x * w with x [8192, 2048] and w either as large (dense) or [8192, 1] (one
+// value per row, broadcast along it: MoE routing weights, norm scales), in
+// f32 or bf16. Bytes: both inputs read + the output written.
+void BM_KilnMul(benchmark::State& state, kiln::DType dtype, bool row_broadcast) {
+  constexpr int64_t rows = kN / 2048;
+  kiln::Generator g(1);
+  kiln::Tensor x = kiln::uniform({rows, 2048}, -1, 1, g).to(dtype);
+  kiln::Tensor w = kiln::uniform({rows, row_broadcast ? int64_t{1} : 2048}, -1, 1, g).to(dtype);
+  kiln::synchronize();
+  for (auto _ : state) {
+    kiln::Tensor c = x * w;
+    kiln::synchronize();
+  }
+  state.SetBytesProcessed(state.iterations() * int64_t(kiln::itemsize(dtype)) *
+                          (2 * kN + w.numel()));
+}
+
 using Op = kiln::Tensor (*)(const kiln::Tensor&);
 
 double process_cpu_seconds() {
@@ -99,6 +118,14 @@ BENCHMARK(BM_KilnAdd)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopAdd)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_KilnSilu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopSilu)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_KilnMul, f32_dense, kiln::DType::f32, false)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_KilnMul, f32_row_broadcast, kiln::DType::f32, true)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_KilnMul, bf16_dense, kiln::DType::bf16, false)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_KilnMul, bf16_row_broadcast, kiln::DType::bf16, true)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_KilnOp, exp, exp, -10, 10)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK_CAPTURE(BM_KilnOp, log, log, 0, 100)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK_CAPTURE(BM_KilnOp, tanh, tanh, -5, 5)->Unit(benchmark::kMillisecond)->UseManualTime();

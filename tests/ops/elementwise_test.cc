@@ -81,6 +81,35 @@ TEST(Elementwise, BinaryBroadcastsLikeNumPy) {
   EXPECT_EQ(host(1.0 - a), (std::vector<double>{0, -1, -2, -3, -4, -5}));
 }
 
+// One value per row broadcast along rows longer than the CPU loop's runs of
+// copies (256), and not a multiple of them; in every operand position, with
+// 1, 2 and 8-byte elements. Small integers: every result is exact.
+TEST(Elementwise, PerRowValuesBroadcastAlongLongRows) {
+  constexpr int64_t rows = 3, cols = 700;
+  std::vector<double> xv(rows * cols), wv{1, -2, 3}, vv(cols);
+  for (int64_t i = 0; i < rows * cols; ++i) xv[size_t(i)] = double(i % 17 - 8);
+  for (int64_t j = 0; j < cols; ++j) vv[size_t(j)] = double(j % 5);
+  for (DType t : {DType::f32, DType::bf16, DType::i64}) {
+    SCOPED_TRACE(dtype_name(t));
+    Tensor x = values(xv, {rows, cols}, t), w = values(wv, {rows, 1}, t);
+    Tensor v = values(vv, {1, cols}, t);
+    Tensor cond = from_vector<bool>({true, false, true}, {rows, 1});
+    std::vector<double> xw, wx, wv_sum, picked;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        double xe = xv[size_t(r * cols + j)], we = wv[size_t(r)];
+        xw.push_back(xe * we);
+        wx.push_back(we - xe);
+        wv_sum.push_back(we + vv[size_t(j)]);
+        picked.push_back(r == 1 ? we : xe);
+      }
+    EXPECT_EQ(host(x * w), xw);
+    EXPECT_EQ(host(w - x), wx);
+    EXPECT_EQ(host(w + v), wv_sum);
+    EXPECT_EQ(host(where(cond, x, w)), picked);
+  }
+}
+
 TEST(Elementwise, BinaryOpsOnStridedViews) {
   Tensor a = values({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor t = a.t();  // [3,2], non-contiguous

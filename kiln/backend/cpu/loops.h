@@ -119,14 +119,41 @@ void map(const TensorRef& out, F f, const std::array<const TensorRef*, sizeof...
   auto ops = make_operands<N>(refs);
   for_each_row(ops, [&](const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
     constexpr size_t sizes[N] = {sizeof(Out), sizeof(In)...};
-    bool dense = true;
-    for (size_t k = 0; k < N; ++k) dense = dense && s[k] == int64_t(sizes[k]);
-    if (dense) {
-      // Separate loop so the compiler vectorises the common case.
+    // Separate loop so the compiler vectorises the common case.
+    auto dense_run = [&](std::array<char*, N> q, int64_t m) {  // q by value: not aliased by the stores
       [&]<size_t... K>(std::index_sequence<K...>) {
-        for (int64_t i = 0; i < n; ++i)
-          store<Out>(p[0] + i * sizeof(Out), f(load<In>(p[K + 1] + i * sizes[K + 1])...));
+        for (int64_t i = 0; i < m; ++i)
+          store<Out>(q[0] + i * sizeof(Out), f(load<In>(q[K + 1] + i * sizes[K + 1])...));
       }(std::index_sequence_for<In...>{});
+    };
+    // Inputs with one value along the row (stride 0: a per-row scale) are
+    // read from a run of copies of it, so the row still runs dense.
+    bool dense = s[0] == int64_t(sizes[0]), broadcast = false;
+    for (size_t k = 1; k < N; ++k) {
+      dense = dense && (s[k] == int64_t(sizes[k]) || s[k] == 0);
+      broadcast = broadcast || s[k] == 0;
+    }
+    if (dense && !broadcast) {
+      dense_run(p, n);
+    } else if (dense) {
+      constexpr int64_t kRun = 256;
+      static_assert(((sizeof(In) <= sizeof(int64_t)) && ...));
+      alignas(64) char copies[N][kRun * sizeof(int64_t)];
+      std::array<char*, N> q = p;
+      for (size_t k = 1; k < N; ++k) {
+        if (s[k] != 0) continue;
+        const size_t bytes = size_t(std::min(n, kRun)) * sizes[k];
+        std::memcpy(copies[k], p[k], sizes[k]);
+        for (size_t have = sizes[k]; have < bytes; have *= 2)  // doubling: few calls
+          std::memcpy(copies[k] + have, copies[k], std::min(have, bytes - have));
+        q[k] = copies[k];
+      }
+      for (int64_t at = 0; at < n; at += kRun) {
+        std::array<char*, N> run = q;
+        for (size_t k = 0; k < N; ++k)
+          if (s[k] != 0) run[k] += at * s[k];
+        dense_run(run, std::min(kRun, n - at));
+      }
     } else {
       [&]<size_t... K>(std::index_sequence<K...>) {
         for (int64_t i = 0; i < n; ++i)
