@@ -127,6 +127,20 @@ TEST(FlashAttention, GradientsMatchFiniteDifferences) {
   }
 }
 
+// The CPU backward runs in one pass where its (batch, kv head) tasks are at
+// least 4 per thread, else in two: these cases (4 tasks) take the one pass on
+// one thread and two passes on 2 and 3, so the bits of both are compared.
+TEST(FlashAttention, OnePassBackwardMatchesComposite) {
+  int saved = num_threads();
+  set_num_threads(1);
+  uint64_t seed = 40;
+  for (const AttentionCase& c : {attention_cases()[2], attention_cases()[9]})
+    for (DType dt : kFusedDtypes)
+      expect_same("flash_attention", attention_attrs(c.head_dim, c.causal, c.window),
+                  attention_inputs(c, dt, seed += 10), tol_for(dt), describe(c, dt));
+  set_num_threads(saved);
+}
+
 TEST(FlashAttention, SameBitsForAnyThreadCount) {
   for (const AttentionCase& c : {attention_cases()[2], attention_cases()[9]})
     for (DType dt : {DType::f32, DType::bf16})

@@ -5,10 +5,13 @@
 // are skipped; pairs it covers entirely skip the per-element mask.
 //
 // The backward recomputes the probabilities block by block from the saved
-// log-sum-exp in two passes: one task per (kv head, key block) accumulates dK
-// and dV over its query heads and blocks, one task per query block
-// accumulates dQ over the key blocks. Every gradient element is summed by
-// one thread in a fixed order: no atomics, same bits for any thread count.
+// log-sum-exp. With enough (batch, kv head) pairs to share the threads, one
+// task per pair computes P and dS once per block pair and accumulates dK,
+// dV and dQ together; else two passes: one task per (kv head, key block)
+// accumulates dK and dV over its query heads and blocks, one task per query
+// block accumulates dQ over the key blocks. Every gradient element is summed
+// by one thread in the same order either way: no atomics, same bits for any
+// thread count.
 // bf16/f16 inputs multiply as 16-bit values with f32 accumulation (as they
 // are where the CPU has native 16-bit products, else widened to f32 once);
 // the scores, softmax statistics and accumulators are f32, and the
@@ -212,47 +215,105 @@ void block_grads(const Problem<C>& p, const BackwardInputs<C, O>& in, int64_t b,
   }
 }
 
+// A thread's dK and dV of one key block, summed over block pairs (query
+// heads, then query blocks, in order), with its scratch.
 template <class C, class T, class O>
-void backward(const KernelArgs& a) {
-  Problem<C> p = problem<C>(a, a.in.size() == 7 ? &a.in[6] : nullptr);
-  BackwardInputs<C, O> in{AsCompute<O>(a.in[0]), AsCompute<O>(a.in[1]), AsCompute<O>(a.in[2]),
-                          AsCompute<O>(a.in[3]), a.in[4].ptr<C>(), a.in[5].ptr<C>()};
+struct KeyBlockGrads {
+  const Problem<C>& p;
+  const BackwardInputs<C, O>& in;
+  ScoreBlocks<C> blocks;
+  std::vector<C> dk = std::vector<C>(kBlockK * p.head_dim), dv = std::vector<C>(kBlockK * p.v_dim);
+  std::vector<O> p_rounded = rounding_buffer<C, O>(), ds_rounded = rounding_buffer<C, O>();
+
+  void clear() {
+    std::fill(dk.begin(), dk.end(), C(0));
+    std::fill(dv.begin(), dv.end(), C(0));
+  }
+  // Adds the pair of query block [i0, i0 + bq) of head h with the key block
+  // at j0; returns dS as the products take it (rounded), valid until the next add.
+  const O* add(int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0, int64_t bk, Cover cv) {
+    const int64_t D = p.head_dim, Dv = p.v_dim;
+    block_grads(p, in, b, h, i0, bq, j0, bk, cv, blocks.p(), blocks.ds());
+    int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;
+    gemm({true, false, bk, Dv, bq, kBlockK, Dv, Dv}, C(1),
+         as_operand<T>(blocks.p(), bq, bk, kBlockK, p_rounded.data()), in.dout.data() + row0 * Dv,
+         C(1), dv.data());
+    const O* ds = as_operand<T>(blocks.ds(), bq, bk, kBlockK, ds_rounded.data());
+    gemm({true, false, bk, D, bq, kBlockK, D, D}, p.scale, ds, in.q.data() + row0 * D, C(1),
+         dk.data());
+    return ds;
+  }
+  // Writes the block's bk rows of dK and dV (outputs 1 and 2), from key row key0.
+  void store(const KernelArgs& a, int64_t key0, int64_t bk) const {
+    for (int64_t r = 0; r < bk; ++r) {
+      store_row(a.out[1], (key0 + r) * p.head_dim, dk.data() + r * p.head_dim, p.head_dim);
+      store_row(a.out[2], (key0 + r) * p.v_dim, dv.data() + r * p.v_dim, p.v_dim);
+    }
+  }
+};
+
+// The backward in one pass: a task per (batch, kv head) walks its key
+// blocks and, for each, the query blocks of its query heads, accumulating
+// dK and dV of the key block and dQ of every query block at once, so P and
+// dS are computed once per block pair. Every sum runs in the order the two
+// passes below take, so either gives the same bits.
+template <class C, class T, class O>
+void backward_one_pass(const KernelArgs& a, const Problem<C>& p, const BackwardInputs<C, O>& in) {
+  const int64_t D = p.head_dim, nq = p.q_blocks(), nk = p.k_blocks(), G = p.group();
+  const int64_t task_work = G * p.q_len * p.kv_len * (2 * D + p.v_dim);  // multiply-adds
+  parallel_for(p.batch * p.kv_heads, task_work, [&](int64_t begin, int64_t end) {
+    KeyBlockGrads<C, T, O> key_block{p, in};
+    std::vector<C> dq(G * p.q_len * D);  // the task's query heads, every row
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t b = task / p.kv_heads, kvh = task % p.kv_heads;
+      std::fill(dq.begin(), dq.end(), C(0));
+      for (int64_t kb = 0; kb < nk; ++kb) {
+        int64_t j0 = kb * kBlockK, bk = std::min(kBlockK, p.kv_len - j0);
+        int64_t key0 = (b * p.kv_heads + kvh) * p.kv_len + j0;
+        key_block.clear();
+        for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
+          for (int64_t qb = 0; qb < nq; ++qb) {
+            int64_t i0 = qb * kBlockQ, bq = std::min(kBlockQ, p.q_len - i0);
+            Cover cv = cover(p, b, i0, i0 + bq, j0, j0 + bk);
+            if (cv == Cover::none) continue;
+            const O* ds = key_block.add(b, h, i0, bq, j0, bk, cv);
+            gemm({false, false, bq, D, bk, kBlockK, D, D}, p.scale, ds, in.k.data() + key0 * D,
+                 C(1), dq.data() + ((h - kvh * G) * p.q_len + i0) * D);
+          }
+        }
+        key_block.store(a, key0, bk);
+      }
+      const int64_t row0 = (b * p.q_heads + kvh * G) * p.q_len;  // the group's heads are adjacent
+      for (int64_t r = 0; r < G * p.q_len; ++r)
+        store_row(a.out[0], (row0 + r) * D, dq.data() + r * D, D);
+    }
+  });
+}
+
+// The backward in two passes, for more parallelism than (batch, kv head)
+// pairs give: P and dS are computed in both.
+template <class C, class T, class O>
+void backward_two_passes(const KernelArgs& a, const Problem<C>& p, const BackwardInputs<C, O>& in) {
   const int64_t D = p.head_dim, Dv = p.v_dim, nq = p.q_blocks(), nk = p.k_blocks();
   const int64_t G = p.group();
-
   // Multiply-adds per task of the two passes.
   const int64_t k_task = G * kBlockK * p.q_len * (D + Dv), q_task = kBlockQ * p.kv_len * (D + Dv);
 
   // dK, dV: one task per (batch, kv head, key block).
   parallel_for(p.batch * p.kv_heads * nk, k_task, [&](int64_t begin, int64_t end) {
-    ScoreBlocks<C> blocks;
-    std::vector<C> dk(kBlockK * D), dv(kBlockK * Dv);
-    std::vector<O> p_rounded = rounding_buffer<C, O>(), ds_rounded = rounding_buffer<C, O>();
+    KeyBlockGrads<C, T, O> key_block{p, in};
     for (int64_t task = begin; task < end; ++task) {
       int64_t b = task / (p.kv_heads * nk), kvh = task / nk % p.kv_heads, j0 = task % nk * kBlockK;
       int64_t bk = std::min(kBlockK, p.kv_len - j0);
-      std::fill(dk.begin(), dk.end(), C(0));
-      std::fill(dv.begin(), dv.end(), C(0));
+      key_block.clear();
       for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
         for (int64_t qb = 0; qb < nq; ++qb) {
           int64_t i0 = qb * kBlockQ, bq = std::min(kBlockQ, p.q_len - i0);
           Cover cv = cover(p, b, i0, i0 + bq, j0, j0 + bk);
-          if (cv == Cover::none) continue;
-          block_grads(p, in, b, h, i0, bq, j0, bk, cv, blocks.p(), blocks.ds());
-          int64_t row0 = (b * p.q_heads + h) * p.q_len + i0;
-          gemm({true, false, bk, Dv, bq, kBlockK, Dv, Dv}, C(1),
-               as_operand<T>(blocks.p(), bq, bk, kBlockK, p_rounded.data()),
-               in.dout.data() + row0 * Dv, C(1), dv.data());
-          gemm({true, false, bk, D, bq, kBlockK, D, D}, p.scale,
-               as_operand<T>(blocks.ds(), bq, bk, kBlockK, ds_rounded.data()),
-               in.q.data() + row0 * D, C(1), dk.data());
+          if (cv != Cover::none) key_block.add(b, h, i0, bq, j0, bk, cv);
         }
       }
-      int64_t key0 = (b * p.kv_heads + kvh) * p.kv_len + j0;
-      for (int64_t r = 0; r < bk; ++r) {
-        store_row(a.out[1], (key0 + r) * D, dk.data() + r * D, D);
-        store_row(a.out[2], (key0 + r) * Dv, dv.data() + r * Dv, Dv);
-      }
+      key_block.store(a, (b * p.kv_heads + kvh) * p.kv_len + j0, bk);
     }
   });
 
@@ -283,6 +344,16 @@ void backward(const KernelArgs& a) {
 
 void forward_kernel(const KernelArgs& a) {
   by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { forward<C, T, O>(a); });
+}
+
+template <class C, class T, class O>
+void backward(const KernelArgs& a) {
+  Problem<C> p = problem<C>(a, a.in.size() == 7 ? &a.in[6] : nullptr);
+  BackwardInputs<C, O> in{AsCompute<O>(a.in[0]), AsCompute<O>(a.in[1]), AsCompute<O>(a.in[2]),
+                          AsCompute<O>(a.in[3]), a.in[4].ptr<C>(), a.in[5].ptr<C>()};
+  // One pass when its tasks are enough to share the threads evenly.
+  if (p.batch * p.kv_heads >= 4 * int64_t(use_threads())) backward_one_pass<C, T, O>(a, p, in);
+  else backward_two_passes<C, T, O>(a, p, in);
 }
 
 void backward_kernel(const KernelArgs& a) {
