@@ -110,6 +110,7 @@ C lane_sum(int64_t n, F f) {
   C acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
+#pragma omp simd  // the lanes are independent: GCC's SLP otherwise leaves them scalar
     for (int k = 0; k < kLanes; ++k) acc[k] += f(i + k);
   for (int k = 1; k < kLanes; ++k) acc[0] += acc[k];
   for (; i < n; ++i) acc[0] += f(i);
@@ -122,6 +123,7 @@ C row_max(const C* p, int64_t n) {
   std::fill(acc, acc + kLanes, -std::numeric_limits<C>::infinity());
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
+#pragma omp simd
     for (int k = 0; k < kLanes; ++k) acc[k] = std::max(acc[k], p[i + k]);
   for (int k = 1; k < kLanes; ++k) acc[0] = std::max(acc[0], acc[k]);
   for (; i < n; ++i) acc[0] = std::max(acc[0], p[i]);
