@@ -47,7 +47,7 @@ std::vector<Task> tasks(int64_t groups, int64_t block, Ext ext) {
   return t;
 }
 
-template <class C, class T, class O>
+template <class C, class O>
 void grouped(const KernelArgs& a) {
   const TensorRef &xr = a.in[0], &wr = a.in[1], &out = a.out[0];
   const bool tw = a.attrs.b("transpose_w");
@@ -85,7 +85,7 @@ void grouped(const KernelArgs& a) {
   });
 }
 
-template <class C, class T, class O>
+template <class C, class O>
 void weight_grad(const KernelArgs& a) {
   const TensorRef &ar = a.in[0], &br = a.in[1], &out = a.out[0];
   const int64_t rows = ar.shape[0], P = ar.shape[1], Q = br.shape[1], E = out.shape[0];
@@ -110,12 +110,12 @@ void weight_grad(const KernelArgs& a) {
 }
 
 void grouped_kernel(const KernelArgs& a) {
-  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { grouped<C, T, O>(a); });
+  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { grouped<C, O>(a); });
 }
 
 void weight_grad_kernel(const KernelArgs& a) {
   by_operand_type(a.in[0].dtype,
-                  [&]<class C, class T, class O>() { weight_grad<C, T, O>(a); });
+                  [&]<class C, class T, class O>() { weight_grad<C, O>(a); });
 }
 
 const IsaKernelRegistrar registrations[] = {
