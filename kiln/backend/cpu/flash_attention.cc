@@ -157,17 +157,7 @@ void forward(const KernelArgs& a) {
         gemm({false, true, bq, bk, D, D, D, kBlockK}, p.scale, qp, kp, C(0), s.data());
         if (cv == Cover::partial) apply_mask(p, b, i0, bq, j0, bk, s.data(), kBlockK);
         for (int64_t r = 0; r < bq; ++r) {
-          C* sr = s.data() + r * kBlockK;
-          C mx = row_max(sr, bk);
-          if (mx == ninf) {  // nothing visible in this block
-            std::fill(sr, sr + bk, C(0));
-            continue;
-          }
-          C mn = std::max(m[r], mx);
-          for (int64_t c = 0; c < bk; ++c) sr[c] = codegen::math::exp(sr[c] - mn);
-          C corr = codegen::math::exp(m[r] - mn);  // 0 on the first visible block
-          l[r] = l[r] * corr + lane_sum<C>(bk, [&](int64_t c) { return sr[c]; });
-          m[r] = mn;
+          C corr = online_softmax_row(s.data() + r * kBlockK, bk, m[r], l[r]);
           if (corr != C(1))
             for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] *= corr;
         }

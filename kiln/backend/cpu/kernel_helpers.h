@@ -12,6 +12,7 @@
 
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/matmul_path.h"
+#include "kiln/codegen/math.h"
 #include "kiln/codegen/scalar.h"
 #include "kiln/runtime/backend.h"
 
@@ -128,6 +129,25 @@ C row_max(const C* p, int64_t n) {
   for (int k = 1; k < kLanes; ++k) acc[0] = std::max(acc[0], acc[k]);
   for (; i < n; ++i) acc[0] = std::max(acc[0], p[i]);
   return acc[0];
+}
+
+// One row of an online softmax: folds scores z[0, n) into the row's running
+// max m and sum of exponentials l, leaving exp(z - m) in z, and returns the
+// factor sums made before scale by, exp(old m - new m). A row with nothing
+// visible (all -inf) becomes zeros and changes nothing (factor 1).
+template <class C>
+C online_softmax_row(C* z, int64_t n, C& m, C& l) {
+  const C mx = row_max(z, n);
+  if (mx == -std::numeric_limits<C>::infinity()) {
+    std::fill(z, z + n, C(0));
+    return C(1);
+  }
+  const C mn = std::max(m, mx);
+  for (int64_t c = 0; c < n; ++c) z[c] = codegen::math::exp(z[c] - mn);
+  const C corr = codegen::math::exp(m - mn);  // 0 on the row's first visible scores
+  l = l * corr + lane_sum<C>(n, [&](int64_t c) { return z[c]; });
+  m = mn;
+  return corr;
 }
 
 // The products' operand (O) of a block computed in C, for inputs stored as

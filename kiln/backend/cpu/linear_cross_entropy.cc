@@ -83,7 +83,7 @@ void for_rows(int64_t rows, int64_t width, F f) {
   });
 }
 
-template <class C, class T, class O>
+template <class C, class O>
 void forward(const KernelArgs& a) {
   Setup<C, O> s(a);
   const C ninf = -std::numeric_limits<C>::infinity();
@@ -95,11 +95,7 @@ void forward(const KernelArgs& a) {
       C* z = block + r * width;
       int64_t t = s.targets[size_t(r)] - v0;
       if (t >= 0 && t < width) picked[size_t(r)] = z[t];
-      C mn = std::max(m[size_t(r)], row_max(z, width));
-      for (int64_t c = 0; c < width; ++c) z[c] = codegen::math::exp(z[c] - mn);
-      l[size_t(r)] = l[size_t(r)] * codegen::math::exp(m[size_t(r)] - mn) +
-                     lane_sum<C>(width, [&](int64_t c) { return z[c]; });
-      m[size_t(r)] = mn;
+      online_softmax_row(z, width, m[size_t(r)], l[size_t(r)]);
     });
   }
   int64_t ignore = a.attrs.i("ignore_index");
@@ -152,8 +148,9 @@ void backward(const KernelArgs& a) {
       if (t != ignore && t >= v0 && t < v0 + width) z[t - v0] -= dtarget[r];
       as_operand<T>(z, 1, width, width, rounded ? rounded + r * width : nullptr);
     });
-    const O* gt = rounded;  // G's rows rounded into it, or in place
+    const O* gt;  // G's rows rounded in place, or into `rounded`
     if constexpr (std::is_same_v<O, C>) gt = g;
+    else gt = rounded;
     parallel_gemm({false, false, s.rows, s.dim, width, width, s.dim, s.dim}, C(1), gt, wt, C(1),
                   dh);
     C* dw = direct ? dw_out.ptr<C>() + v0 * s.dim : dw_buffer->data();
@@ -170,7 +167,7 @@ void backward(const KernelArgs& a) {
 }
 
 void forward_kernel(const KernelArgs& a) {
-  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { forward<C, T, O>(a); });
+  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { forward<C, O>(a); });
 }
 
 void backward_kernel(const KernelArgs& a) {
