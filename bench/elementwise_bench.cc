@@ -7,7 +7,9 @@
 // uniform floats, rows of 2048 as llama3_debug's vocabulary): compute bound,
 // they measure the vectorised math of kiln/codegen/vmath.h. These are timed
 // in process CPU seconds, which with KILN_NUM_THREADS=1 barely move when
-// other processes load the machine.
+// other processes load the machine. Last, normal draws (weight init: 16M
+// f32) against the same Box-Muller formula on libm's log and cos in a plain
+// loop (how kiln drew them before: scalar).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "kiln/backend/cpu/cpu_features.h"
+#include "kiln/base/philox.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/random.h"
 #include "kiln/ops/reduction.h"
@@ -104,6 +107,30 @@ void BM_KilnOp(benchmark::State& state, Op op, double lo, double hi) {
   state.SetBytesProcessed(state.iterations() * (kN * 4 + out_bytes));
 }
 
+void BM_KilnNormal(benchmark::State& state) {
+  kiln::Generator g(1);
+  for (auto _ : state) {
+    kiln::Tensor x = kiln::randn({kN}, g);
+    kiln::synchronize();
+  }
+  state.SetBytesProcessed(state.iterations() * kN * 4);
+}
+
+void BM_LoopNormalLibm(benchmark::State& state) {
+  std::vector<float> out(kN);
+  int threads = kiln::num_threads();
+  for (auto _ : state) {
+#pragma omp parallel for num_threads(threads)
+    for (int64_t i = 0; i < kN; ++i) {
+      kiln::PhiloxBlock r = kiln::philox_block(1, uint64_t(i));
+      double radius = std::sqrt(-2 * std::log(1 - kiln::unit_double(r[0], r[1])));
+      out[size_t(i)] = float(radius * std::cos(2 * 3.141592653589793 * kiln::unit_double(r[2], r[3])));
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * kN * 4);
+}
+
 kiln::Tensor exp(const kiln::Tensor& x) { return kiln::exp(x); }
 kiln::Tensor log(const kiln::Tensor& x) { return kiln::log(x); }
 kiln::Tensor tanh(const kiln::Tensor& x) { return kiln::tanh(x); }
@@ -147,6 +174,8 @@ BENCHMARK_CAPTURE(BM_KilnOp, log_softmax, log_softmax, -10, 10)
 BENCHMARK_CAPTURE(BM_KilnOp, logsumexp, logsumexp, -10, 10)
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();
+BENCHMARK(BM_KilnNormal)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_LoopNormalLibm)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -11,7 +11,7 @@
 # The sources that loop over tensor elements.
 set(KILN_CPU_ISA_SOURCES
   copy elementwise flash_attention grouped_matmul indexing linear_cross_entropy matmul
-  reduction reduction_engine rms_norm rope silu_mul)
+  random reduction reduction_engine rms_norm rope silu_mul)
 
 set(isa_cc ${PROJECT_SOURCE_DIR}/kiln/backend/cpu/isa.cc)
 if(KILN_NATIVE)

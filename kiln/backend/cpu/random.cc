@@ -1,25 +1,54 @@
 // Kernels of the random ops. Element i is a function of philox_block(seed,
 // offset + i) alone, so the result is independent of the thread split.
 // Samples are computed in double and rounded to the output dtype.
+#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numbers>
 
+#include "kiln/backend/cpu/box_muller.h"
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/philox.h"
 
 namespace kiln::cpu {
 namespace {
 
+// The blocks of kLanes consecutive counters, word by word: computed lane by
+// lane in a loop of their own, the ten rounds run in vector registers.
+constexpr int kLanes = 32;
+struct PhiloxLanes {
+  alignas(64) uint32_t w[4][kLanes];
+};
+
+void philox_lanes(uint64_t seed, uint64_t counter, PhiloxLanes& r) {
+  for (int l = 0; l < kLanes; ++l) {
+    const PhiloxBlock b = philox_block(seed, counter + uint64_t(l));
+    for (int k = 0; k < 4; ++k) r.w[k][l] = b[k];
+  }
+}
+
 // out[i] = sample(philox_block(seed, offset + i)).
 template <class T, class F>
 void fill(const KernelArgs& a, F sample) {
   const uint64_t seed = uint64_t(a.attrs.i("seed")), offset = uint64_t(a.attrs.i("offset"));
-  char* out = static_cast<char*>(a.out[0].data);
+  T* out = static_cast<T*>(a.out[0].data);
   // A Philox block (ten rounds) costs some 8 elementwise operations.
   parallel_for(a.out[0].numel(), 8, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      store<T>(out + i * sizeof(T), sample(philox_block(seed, offset + uint64_t(i))));
+    // Local copies: the stores (through char*) could alias the captured
+    // pointer and sampler, which would then be reloaded each element and
+    // keep the loop scalar.
+    const F f = sample;
+    T* const o = out;
+    PhiloxLanes r;
+    for (int64_t i = begin; i < end; i += kLanes) {
+      philox_lanes(seed, offset + uint64_t(i), r);
+      const int n = int(std::min<int64_t>(kLanes, end - i));
+      // No 'omp simd' here: it would keep each lane's block in memory
+      // (gathers); the compiler vectorises the loop as it is.
+      for (int l = 0; l < n; ++l)
+        store<T>(reinterpret_cast<char*>(o + i + l),
+                 f(PhiloxBlock{{r.w[0][l], r.w[1][l], r.w[2][l], r.w[3][l]}}));
+    }
   });
 }
 
@@ -73,12 +102,7 @@ void normal_kernel(const KernelArgs& a) {
   const double mean = a.attrs.f("mean"), stddev = a.attrs.f("std");
   visit_floating(a.out[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    fill<T>(a, [=](const PhiloxBlock& r) {
-      // Box-Muller, cosine branch; 1 - u keeps the logarithm's argument in (0, 1].
-      double radius = std::sqrt(-2 * std::log(1 - unit_double(r[0], r[1])));
-      double angle = 2 * std::numbers::pi * unit_double(r[2], r[3]);
-      return mean + stddev * radius * std::cos(angle);
-    });
+    fill<T>(a, [=](const PhiloxBlock& r) { return box_muller::normal(r, mean, stddev); });
   });
 }
 
@@ -90,7 +114,7 @@ void bernoulli_kernel(const KernelArgs& a) {
   });
 }
 
-const KernelRegistrar registrations[] = {
+const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "random_uniform", {uniform_kernel, false}},
     {DeviceKind::cpu, "random_normal", {normal_kernel, false}},
     {DeviceKind::cpu, "bernoulli", {bernoulli_kernel, false}},

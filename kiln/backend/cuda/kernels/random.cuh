@@ -4,8 +4,9 @@
 // do. Uniform and bernoulli draws are exact arithmetic, so they equal the
 // CPU's bit for bit; normal draws use the CPU's Box-Muller formula, whose
 // log, sqrt and cos here (CUDA's double functions, within 2 ulp) may differ
-// from glibc's in the last bits of the double, so an output can differ from
-// the CPU's by one ulp of its dtype.
+// from the CPU's (kiln/backend/cpu/box_muller.h, within 1 ulp) in the last
+// bits of the double, so an output can differ from the CPU's by one ulp of
+// its dtype.
 #pragma once
 #include "kiln/backend/cuda/kernels/common.cuh"
 #include "kiln/base/philox.h"
