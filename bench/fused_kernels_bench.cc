@@ -16,6 +16,8 @@
 //     backward written the same way by hand), 64 and 128 experts, 4096
 //     routed rows, K=2048, N=768, f32 and bf16; forward, and forward +
 //     backward (value_and_grad of sum(y * dy) for the fused op).
+//   silu_mul vs silu(gate) * up, llama3_100m's MLP ([1024, 2048]), f32 and
+//     bf16; forward, and forward + backward.
 //
 // Threads: KILN_NUM_THREADS (default: every hardware thread). Select with
 // --benchmark_filter (e.g. 'attention', 'lce', 'grouped'). Set
@@ -192,6 +194,19 @@ void grouped(benchmark::State& state, int64_t experts, DType dt, bool backward) 
     compare(state, [&] { return std::vector<Tensor>{fused({x, w})}; }, [&] { return loop(false); });
 }
 
+void silu_mul(benchmark::State& state, DType dt, bool backward) {
+  Tensor gate = randn({1024, 2048}, dt, 1), up = randn({1024, 2048}, dt, 2),
+         cot = randn({1024, 2048}, dt, 3);
+  auto fused = [](const std::vector<Tensor>& a) { return kiln::silu_mul(a[0], a[1]); };
+  auto plain = [](const std::vector<Tensor>& a) { return kiln::silu(a[0]) * a[1]; };
+  if (backward)
+    compare(state, [&] { return loss_and_grads(fused, {gate, up}, cot); },
+            [&] { return loss_and_grads(plain, {gate, up}, cot); });
+  else
+    compare(state, [&] { return std::vector<Tensor>{fused({gate, up})}; },
+            [&] { return std::vector<Tensor>{plain({gate, up})}; });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,6 +243,14 @@ int main(int argc, char** argv) {
                                      grouped, experts, dt, bwd)
             ->Iterations(3)
             ->Unit(benchmark::kMillisecond);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool bwd : {false, true})
+      benchmark::RegisterBenchmark(("silu_mul/" + std::string(kiln::dtype_name(dt)) +
+                                    "/llama3_100m" + (bwd ? "/fwd+bwd" : "/fwd"))
+                                       .c_str(),
+                                   silu_mul, dt, bwd)
+          ->Iterations(20)
+          ->Unit(benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -470,6 +470,27 @@ TEST(FusedSiluMul, MatchesComposite) {
   EXPECT_THROW(silu_mul(zeros({2, 3}), zeros({2, 3}, DType::f64)), Error);
 }
 
+TEST(FusedSiluMul, BackwardOpMatchesItsComposite) {
+  for (Shape s : {Shape{7}, Shape{3, 50}, Shape{2, 3, 1000}})
+    for (DType dt : kFusedDtypes) {
+      std::vector<Tensor> in{random_tensor(s, dt, 1, -6, 6), random_tensor(s, dt, 2, -2, 2),
+                             random_tensor(s, dt, 3)};
+      expect_same("silu_mul_backward", {}, in, tol_for(dt), cat(dtype_name(dt), " ", s), false);
+    }
+  // A transposed (strided) gate takes the kernel's two-pass path: the same
+  // bits as the one pass over dense inputs.
+  for (DType dt : kFusedDtypes) {
+    Tensor g = random_tensor({40, 30}, dt, 4, -6, 6).t(), u = random_tensor({30, 40}, dt, 5),
+           dy = random_tensor({30, 40}, dt, 6);
+    std::vector<Tensor> strided = fused("silu_mul_backward", {})({g, u, dy});
+    std::vector<Tensor> dense = fused("silu_mul_backward", {})({g.contiguous(), u, dy});
+    for (int k = 0; k < 2; ++k)
+      EXPECT_EQ(strided[k].to(DType::f64).to_vector<double>(), dense[k].to(DType::f64).to_vector<double>())
+          << dtype_name(dt) << " output " << k;
+    expect_same("silu_mul_backward", {}, {g, u, dy}, tol_for(dt), cat(dtype_name(dt), " strided"), false);
+  }
+}
+
 TEST(FusedPointwise, GradientsMatchFiniteDifferences) {
   Tensor a = random_tensor({3, 4}, DType::f64, 1, -3, 3), b = random_tensor({3, 4}, DType::f64, 2);
   EXPECT_TRUE(check_gradients([](const auto& x) { return silu_mul(x[0], x[1]); }, {a, b}));
