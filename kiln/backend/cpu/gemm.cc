@@ -3,6 +3,7 @@
 #include <dnnl.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <dnnl.hpp>
 #include <map>
@@ -32,12 +33,19 @@ dnnl::memory::desc operand_desc(int64_t rows, int64_t cols, bool transposed, int
 
 // A 16-bit product as a oneDNN matmul (16-bit source and weights, f32
 // destination), prepared once per layout, alpha and beta by each thread (no
-// lock on a path that runs per block), made and run on one thread.
-const PreparedMatmul& product16(const GemmArgs& g, DType type, float alpha, float beta) {
+// lock on a path that runs per block), made and run on one thread, with the
+// thread's memory objects for it.
+struct Product16 {
+  PreparedMatmul prepared;
+  MatmulBuffers buffers;
+};
+
+Product16& product16(const GemmArgs& g, DType type, float alpha, float beta) {
   // Never destroyed: a device queue may still run kernels at exit.
-  thread_local auto* cache = new std::map<std::vector<int64_t>, PreparedMatmul>;
-  std::vector<int64_t> key{int64_t(type), g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc,
-                           std::bit_cast<int32_t>(alpha), beta != 0};
+  using Key = std::array<int64_t, 11>;
+  thread_local auto* cache = new std::map<Key, Product16>;
+  const Key key{int64_t(type), g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc,
+                std::bit_cast<int32_t>(alpha), beta != 0};
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   const auto t = *onednn_type(type);
   dnnl::primitive_attr attr;
@@ -52,8 +60,9 @@ const PreparedMatmul& product16(const GemmArgs& g, DType type, float alpha, floa
       operand_desc(g.m, g.n, false, g.ldc, dnnl::memory::data_type::f32), attr,
       cat("gemm: a ", dtype_name(type), " product of [", g.m, ",", g.k, "] x [", g.k, ",", g.n,
           "]"));
+  MatmulBuffers buffers = p.primitive ? matmul_buffers(p) : MatmulBuffers{};
   if (cache->size() >= 4096) cache->clear();  // bounds memory when shapes keep changing
-  return cache->emplace(std::move(key), std::move(p)).first->second;
+  return cache->emplace(key, Product16{std::move(p), std::move(buffers)}).first->second;
 }
 
 // A row-major rows x cols matrix of row stride ld, widened into `out` (dense).
@@ -74,9 +83,9 @@ void gemm16(const GemmArgs& g, float alpha, const T* a, const T* b, float beta, 
   if (matmul_path(type) == MatmulPath::onednn) {
     bool done = false;
     on_one_thread([&] {
-      const PreparedMatmul& p = product16(g, type, alpha, beta);
-      if (!p.primitive) return;
-      run_matmul(p, a, b, c);
+      Product16& p = product16(g, type, alpha, beta);
+      if (!p.prepared.primitive) return;
+      run_matmul(p.prepared, p.buffers, a, b, c);
       done = true;
     });
     if (done) return;

@@ -71,18 +71,36 @@ PreparedMatmul prepare_matmul(const dnnl::memory::desc& a, const dnnl::memory::d
   return p;
 }
 
-void run_matmul(const PreparedMatmul& p, const void* a, const void* b, void* c) {
+MatmulBuffers matmul_buffers(const PreparedMatmul& p) {
   dnnl::engine& engine = onednn_engine();
-  dnnl::stream& stream = onednn_stream();
-  // oneDNN's memory objects take non-const handles; it only reads a and b.
-  dnnl::memory am(p.a, engine, const_cast<void*>(a)), bm(p.b, engine, const_cast<void*>(b)),
-      cm(p.c, engine, c);
+  return {dnnl::memory(p.a, engine, DNNL_MEMORY_NONE), dnnl::memory(p.b, engine, DNNL_MEMORY_NONE),
+          dnnl::memory(p.c, engine, DNNL_MEMORY_NONE),
+          dnnl::memory(p.scratchpad, engine, DNNL_MEMORY_NONE)};
+}
+
+void run_matmul(const PreparedMatmul& p, const void* a, const void* b, void* c) {
+  MatmulBuffers m = matmul_buffers(p);
+  run_matmul(p, m, a, b, c);
+}
+
+void run_matmul(const PreparedMatmul& p, MatmulBuffers& m, const void* a, const void* b, void* c) {
   thread_local std::vector<char> buffer;
   if (buffer.size() < p.scratchpad.get_size()) buffer.resize(p.scratchpad.get_size());
-  dnnl::memory sm(p.scratchpad, engine, buffer.data());
-  p.primitive->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
-                                {DNNL_ARG_SCRATCHPAD, sm}});
-  stream.wait();
+  // oneDNN's memory objects take non-const handles; it only reads a and b.
+  m.a.set_data_handle(const_cast<void*>(a));
+  m.b.set_data_handle(const_cast<void*>(b));
+  m.c.set_data_handle(c);
+  m.scratchpad.set_data_handle(buffer.data());
+  // The C call: the C++ one builds its argument list on the heap each run.
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, m.a.get()},
+                                  {DNNL_ARG_WEIGHTS, m.b.get()},
+                                  {DNNL_ARG_DST, m.c.get()},
+                                  {DNNL_ARG_SCRATCHPAD, m.scratchpad.get()}};
+  dnnl::stream& stream = onednn_stream();
+  dnnl_status_t st = dnnl_primitive_execute(p.primitive->get(), stream.get(), 4, args);
+  if (st == dnnl_success) st = dnnl_stream_wait(stream.get());
+  KILN_CHECK(st == dnnl_success, "matmul: oneDNN failed to run a prepared product (status ",
+             int(st), ")");
   static std::once_flag first_run;
   std::call_once(first_run, drain_queues_at_exit);
 }

@@ -30,8 +30,18 @@ PreparedMatmul prepare_matmul(const dnnl::memory::desc& a, const dnnl::memory::d
                               const dnnl::memory::desc& c, dnnl::primitive_attr attr,
                               const std::string& what);
 
+// A prepared matmul's memory objects, made once and pointed at each run's
+// buffers: made per run (with the argument map) they cost more than a small
+// block product itself. One thread's: a run changes their data handles.
+struct MatmulBuffers {
+  dnnl::memory a, b, c, scratchpad;
+};
+MatmulBuffers matmul_buffers(const PreparedMatmul& p);
+
 // Runs a prepared primitive on the calling thread, with a scratchpad of the
-// thread's own, and waits for it.
+// thread's own, and waits for it: on memory objects made for the run, or on
+// the caller's buffers (a thread's own, reused run to run).
 void run_matmul(const PreparedMatmul& p, const void* a, const void* b, void* c);
+void run_matmul(const PreparedMatmul& p, MatmulBuffers& m, const void* a, const void* b, void* c);
 
 }  // namespace kiln::cpu
