@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/backend/cpu/box_muller.h"
+#include "kiln/base/box_muller.h"
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/base/philox.h"

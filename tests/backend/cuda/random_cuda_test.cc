@@ -1,17 +1,14 @@
 // Random draws on CUDA against the CPU's (the same Philox stream,
-// kiln/base/philox.h): uniform and bernoulli draws are exact arithmetic and
-// must equal the CPU's bit for bit; normal draws go through log, sqrt and
-// cos, whose CUDA and glibc versions may differ in the last bits of the
-// double, so each may differ from the CPU's by one ulp of its dtype.
-// Drawing again with the same seed gives the same bits.
+// kiln/base/philox.h): uniform and bernoulli draws are exact arithmetic,
+// normal draws run the same IEEE-exact Box-Muller code (kiln/base/
+// box_muller.h), so all must equal the CPU's bit for bit. Drawing again with
+// the same seed gives the same bits.
 #include <gtest/gtest.h>
 
 #include <bit>
-#include <cmath>
 #include <vector>
 
 #include "kiln/ops/random.h"
-#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
@@ -30,16 +27,6 @@ std::vector<uint64_t> bits(const Tensor& t) {
   std::vector<uint64_t> out;
   for (double v : t.to(kCPU).to_vector<double>()) out.push_back(std::bit_cast<uint64_t>(v));
   return out;
-}
-
-// One ulp of a dtype, relative.
-double ulp(DType t) {
-  switch (t) {
-    case DType::f64: return 0x1.0p-52;
-    case DType::f32: return 0x1.0p-23;
-    case DType::f16: return 0x1.0p-10;
-    default: return 0x1.0p-7;  // bf16
-  }
 }
 
 TEST(RandomCuda, UniformEqualsCpuBitForBit) {
@@ -63,14 +50,12 @@ TEST(RandomCuda, BernoulliEqualsCpuBitForBit) {
     }
 }
 
-TEST(RandomCuda, NormalWithinOneUlpOfCpu) {
+TEST(RandomCuda, NormalEqualsCpuBitForBit) {
   for (DType dt : kFloats) {
     Generator cpu(kSeed, kOffset), gpu(kSeed, kOffset);
     Tensor want = normal(kShape, 0.5, 2.0, cpu, dt, kCPU);
     Tensor got = normal(kShape, 0.5, 2.0, gpu, dt, kGPU);
-    // One ulp of the result, and the double's own last-bit differences
-    // near zero (where the cosine's relative error is large).
-    EXPECT_TRUE(test::all_close(got.to(kCPU), want, ulp(dt), 1e-14)) << dtype_name(dt);
+    EXPECT_EQ(bits(got), bits(want)) << dtype_name(dt);
   }
 }
 

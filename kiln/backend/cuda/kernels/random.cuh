@@ -1,20 +1,16 @@
 // The kernels of the random ops (launched by random.cu): element i is a
 // function of philox_block(seed, offset + i) alone (kiln/base/philox.h),
 // computed in double and rounded to the output dtype, as the CPU's kernels
-// do. Uniform and bernoulli draws are exact arithmetic, so they equal the
-// CPU's bit for bit; normal draws use the CPU's Box-Muller formula, whose
-// log, sqrt and cos here (CUDA's double functions, within 2 ulp) may differ
-// from the CPU's (kiln/backend/cpu/box_muller.h, within 1 ulp) in the last
-// bits of the double, so an output can differ from the CPU's by one ulp of
-// its dtype.
+// do. Uniform and bernoulli draws are exact arithmetic, and normal draws run
+// the CPU's own Box-Muller code (kiln/base/box_muller.h: IEEE-exact
+// operations only, and CUDA code is built with --fmad=false), so all equal
+// the CPU's bit for bit.
 #pragma once
 #include "kiln/backend/cuda/kernels/common.cuh"
+#include "kiln/base/box_muller.h"
 #include "kiln/base/philox.h"
 
 namespace kiln::cuda::rng {
-
-// std::numbers::pi, which device code cannot read.
-constexpr double kPi = 3.141592653589793;
 
 struct Stream {
   unsigned long long seed, offset;
@@ -49,11 +45,7 @@ __global__ void uniform_k(T* out, Stream s, double low, double high, long long n
 template <class T>
 __global__ void normal_k(T* out, Stream s, double mean, double stddev, long long n) {
   for (long long i = grid_start(); i < n; i += grid_step()) {
-    const PhiloxBlock r = s.at(i);
-    // Box-Muller, cosine branch; 1 - u keeps the logarithm's argument in (0, 1].
-    const double radius = sqrt(-2 * log(1 - unit_double(r[0], r[1])));
-    const double angle = 2 * kPi * unit_double(r[2], r[3]);
-    out[i] = narrow<T>(mean + stddev * radius * cos(angle));
+    out[i] = narrow<T>(box_muller::normal(s.at(i), mean, stddev));
   }
 }
 

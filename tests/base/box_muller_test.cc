@@ -1,8 +1,8 @@
-// The double log and cos of the normal draws (kiln/backend/cpu/box_muller.h)
+// The double log and cos of the normal draws (kiln/base/box_muller.h)
 // against long double references (glibc's logl and cosl, 11 more bits): the
 // error in ulps of the double result, over the inputs the draws give them
 // and over the hard cases (results near 0: log near 1, cos near its zeros).
-#include "kiln/backend/cpu/box_muller.h"
+#include "kiln/base/box_muller.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-namespace kiln::cpu::box_muller {
+namespace kiln::box_muller {
 namespace {
 
 // |got - exact| in units of the double spacing at exact.
@@ -68,4 +68,4 @@ TEST(BoxMuller, CosIsWithinOneUlp) {
 }
 
 }  // namespace
-}  // namespace kiln::cpu::box_muller
+}  // namespace kiln::box_muller
