@@ -84,6 +84,19 @@ Cover cover(const Problem<C>& p, int64_t b, int64_t i0, int64_t i1, int64_t j0, 
   return full ? Cover::full : Cover::partial;
 }
 
+// The columns [lo, hi) of the key block [j0, j0 + bk) that the causal
+// window lets query i see (all of them without one).
+struct Cols {
+  int64_t lo, hi;
+};
+template <class C>
+Cols window_cols(const Problem<C>& p, Cover cv, int64_t i, int64_t j0, int64_t bk) {
+  if (!p.causal || cv == Cover::full) return {0, bk};
+  const int64_t pos = i + p.offset;
+  const int64_t hi = std::clamp<int64_t>(pos - j0 + 1, 0, bk);
+  return {p.window > 0 ? std::clamp<int64_t>(pos - p.window + 1 - j0, 0, hi) : 0, hi};
+}
+
 // Sets s[r * ld + c] to -inf where query i0 + r may not see key j0 + c:
 // outside the row's causal window (a range of columns), then where the
 // documents differ.
@@ -94,12 +107,7 @@ void apply_mask(const Problem<C>& p, int64_t b, int64_t i0, int64_t bq, int64_t 
   const int64_t* ids = p.doc.empty() ? nullptr : p.doc.data() + b * p.q_len;
   for (int64_t r = 0; r < bq; ++r) {
     C* row = s + r * ld;
-    int64_t lo = 0, hi = bk;  // the columns the window lets the row see
-    if (p.causal) {
-      const int64_t pos = i0 + r + p.offset;
-      hi = std::clamp<int64_t>(pos - j0 + 1, 0, bk);
-      if (p.window > 0) lo = std::clamp<int64_t>(pos - p.window + 1 - j0, 0, hi);
-    }
+    const auto [lo, hi] = window_cols(p, Cover::partial, i0 + r, j0, bk);
     std::fill(row, row + lo, ninf);
     std::fill(row + hi, row + bk, ninf);
     if (ids)
@@ -157,7 +165,8 @@ void forward(const KernelArgs& a) {
         gemm({false, true, bq, bk, D, D, D, kBlockK}, p.scale, qp, kp, C(0), s.data());
         if (cv == Cover::partial) apply_mask(p, b, i0, bq, j0, bk, s.data(), kBlockK);
         for (int64_t r = 0; r < bq; ++r) {
-          C corr = online_softmax_row(s.data() + r * kBlockK, bk, m[r], l[r]);
+          const auto [lo, hi] = window_cols(p, cv, i0 + r, j0, bk);
+          C corr = online_softmax_row(s.data() + r * kBlockK, bk, m[r], l[r], lo, hi);
           if (corr != C(1))
             for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] *= corr;
         }
@@ -198,10 +207,13 @@ void block_grads(const Problem<C>& p, const BackwardInputs<C, O>& in, int64_t b,
   for (int64_t r = 0; r < bq; ++r) {
     C lse = in.lse[row0 + r], delta = in.delta[row0 + r];
     C *sr = s + r * kBlockK, *dr = ds + r * kBlockK;
-    for (int64_t c = 0; c < bk; ++c) {
-      sr[c] = codegen::math::exp(sr[c] - lse);  // exp(-inf) = 0 where masked
-      dr[c] = sr[c] * (dr[c] - delta);
-    }
+    // Outside the causal window P is exp(-inf) = 0, set without computing it.
+    const auto [wlo, whi] = window_cols(p, cv, i0 + r, j0, bk);
+    const auto [lo, hi] = whole_lanes(wlo, whi, bk);
+    std::fill(sr, sr + lo, C(0));
+    for (int64_t c = lo; c < hi; ++c) sr[c] = codegen::math::exp(sr[c] - lse);  // 0 where masked
+    std::fill(sr + hi, sr + bk, C(0));
+    for (int64_t c = 0; c < bk; ++c) dr[c] = sr[c] * (dr[c] - delta);
   }
 }
 
