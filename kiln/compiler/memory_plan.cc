@@ -59,6 +59,11 @@ class Arena {
   int64_t top_ = 0;
 };
 
+// A wait's result is its input's buffer; a reshape's its input's bytes.
+bool shares_first_input(const ir::Node& n) {
+  return n.op->aliases_first_input || n.op->reinterprets_first_input;
+}
+
 // Reads element i of each same-typed input before writing element i.
 bool element_aligned(const ir::Graph& g, const ir::Node& n) {
   if (n.op->fusion == ir::FusionClass::elementwise) return n.outputs.size() == 1;
@@ -127,14 +132,14 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   auto placed_elsewhere = [&](ir::ValueId v) {
     return in_donated_buffer[v] || (!options.outputs_in_arena && returned[v]);
   };
-  // A wait whose result is placed elsewhere: what it completes is written
-  // there in the first place, when nothing else reads it.
+  // A wait or reshape whose result is placed elsewhere: its input is
+  // written there in the first place, when nothing else reads it.
   plan.written_in.assign(nv, -1);
   std::vector<int> readers(nv, 0);
   for (int i = 0; i < n; ++i)
     for (ir::ValueId v : nodes[i].inputs) ++readers[v];
   for (int i = 0; i < n; ++i) {
-    if (!nodes[i].op->aliases_first_input) continue;
+    if (!shares_first_input(nodes[i])) continue;
     ir::ValueId x = nodes[i].inputs[0], y = nodes[i].outputs[0];
     if (g.values()[x].node >= 0 && !returned[x] && readers[x] == 1 && placed_elsewhere(y) &&
         plan.bytes[x] == plan.bytes[y])
@@ -142,11 +147,11 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   }
   auto planned = [&](ir::ValueId v) { return !placed_elsewhere(v) && plan.written_in[v] < 0; };
   // A wait (collective_wait, transfer_wait) hands its started buffer on as
-  // its result: both values share one slot, live from the start to the last
-  // read of either.
+  // its result, a reshape its input's bytes: both values share one slot,
+  // live from the input's definition to the last read of either.
   std::vector<ir::ValueId> alias_of(nv, -1);
   for (int i = 0; i < n; ++i) {
-    if (!nodes[i].op->aliases_first_input) continue;
+    if (!shares_first_input(nodes[i])) continue;
     ir::ValueId x = nodes[i].inputs[0], y = nodes[i].outputs[0];
     if (g.values()[x].node < 0 || !planned(x) || !planned(y)) continue;
     ir::ValueId root = alias_of[x] >= 0 ? alias_of[x] : x;

@@ -28,8 +28,9 @@ struct MemoryPlan {
   // Per value id: its size in bytes.
   std::vector<int64_t> bytes;
   // Per value id: the value in whose buffer it is written, or -1. What a
-  // wait completes is written in the wait's result when that is placed
-  // outside the arena (a returned output) and nothing else reads it.
+  // wait completes (or a reshape reshapes) is written in the result when
+  // that is placed outside the arena (a returned output) and nothing else
+  // reads it.
   std::vector<ir::ValueId> written_in;
   // The (graph input, graph output) donations honoured: the output is
   // written into that input's buffer.
@@ -49,8 +50,11 @@ struct MemoryPlan {
 // reused best-fit. Outputs of offloading ops are planned the same way in
 // an arena of their own. A node's outputs never share memory with its inputs,
 // except a wait's (OpDef::aliases_first_input: collective_wait,
-// transfer_wait), which is its first input's buffer (kept live until the
-// last read of either).
+// transfer_wait) and a reshape's (OpDef::reinterprets_first_input), which
+// is its first input's buffer (kept live until the last read of either)
+// where both are planned here and the input is a node's; where the result
+// is placed elsewhere and only it reads the input, the input is written
+// there (written_in).
 //
 // `donations` lists (graph input index, graph output index) pairs whose
 // buffers the caller lets alias. One is honoured when the input and output
@@ -64,8 +68,8 @@ struct MemoryPlan {
 // reads element i of every input before writing element i of any output.
 // Kernels of such nodes must allow an output to alias an input.
 //
-// v1: view ops (FusionClass::view) get buffers of their own, like any op;
-// they do not alias their input.
+// Other view ops (FusionClass::view: permute, slice, expand) get buffers of
+// their own, like any op, as does a reshape of a graph input.
 MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>>& donations,
                        const PlanOptions& options = {});
 

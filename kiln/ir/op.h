@@ -80,6 +80,11 @@ struct OpDef {
   // A wait (collective_wait, transfer_wait): its one output is its first
   // input's buffer, completed. The memory plan gives both one slot.
   bool aliases_first_input = false;
+  // Its one output is its first input's bytes, under another shape where
+  // the input is dense, as every value of a program is (reshape, squeeze,
+  // unsqueeze, optimization_barrier). The memory plan gives both one slot
+  // where it can, and a program then runs nothing for the node.
+  bool reinterprets_first_input = false;
   // Which of its outputs live in the device's offload pool (host memory),
   // not the device's: the memory plan gives them an arena of their own and
   // eager modes allocate them there (activation offload, compiler/remat.h).

@@ -81,6 +81,7 @@ const OpDef& kReshape = declare({
     .vjp = [](VjpCall& c) { c.grads[0] = c.cot(0).reshape(c.inputs[0].shape()); },
     .view = [](const Layout& in, const Attrs& a) { return contiguous_view(in, Shape(a.ints("shape"))); },
     .view_scatter = reshape_back,
+    .reinterprets_first_input = true,
 });
 
 const OpDef& kPermute = declare({
@@ -201,6 +202,7 @@ const OpDef& kSqueeze = declare({
       return out;
     },
     .view_scatter = reshape_back,
+    .reinterprets_first_input = true,
 });
 
 const OpDef& kUnsqueeze = declare({
@@ -220,6 +222,7 @@ const OpDef& kUnsqueeze = declare({
       return out;
     },
     .view_scatter = reshape_back,
+    .reinterprets_first_input = true,
 });
 
 // The identity, which compiler passes treat as opaque: no pass looks
@@ -234,6 +237,7 @@ const OpDef& kOptimizationBarrier = declare({
     .vjp = [](VjpCall& c) { c.grads[0] = c.cot(0); },
     .view = [](const Layout& in, const Attrs&) -> std::optional<Layout> { return in; },
     .view_scatter = [](ViewScatterCall& c) { c.result = c.value; },
+    .reinterprets_first_input = true,
 });
 
 const OpDef& kCopy = declare({

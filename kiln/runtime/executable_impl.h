@@ -16,6 +16,7 @@ struct Slot {
   enum Kind { input, arena, offload_arena, output } kind;
   int64_t where;  // input index, arena offset in bytes, or output index
 };
+inline bool same_slot(const Slot& a, const Slot& b) { return a.kind == b.kind && a.where == b.where; }
 
 struct Step {
   const ir::OpDef* op;

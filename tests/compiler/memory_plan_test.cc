@@ -27,11 +27,12 @@ void check_plan(const ir::Graph& g, const MemoryPlan& plan) {
     for (ir::ValueId v : nodes[i].inputs) last[v] = std::max(last[v], i);
   }
   for (ir::ValueId v : g.outputs()) last[v] = n;
-  // A wait's result shares its first input's slot.
+  // A wait's or reshape's result may share its first input's slot.
   std::vector<ir::ValueId> root(g.values().size());
   for (size_t v = 0; v < root.size(); ++v) root[v] = ir::ValueId(v);
   for (const ir::Node& node : nodes)
-    if (node.op->aliases_first_input) root[node.outputs[0]] = root[node.inputs[0]];
+    if (node.op->aliases_first_input || node.op->reinterprets_first_input)
+      root[node.outputs[0]] = root[node.inputs[0]];
   std::vector<ir::ValueId> arena;
   for (size_t v = 0; v < g.values().size(); ++v) {
     if (!plan.in_arena(ir::ValueId(v))) continue;
@@ -112,6 +113,53 @@ TEST(MemoryPlan, ATransferWaitSharesItsTransfersSlot) {
   EXPECT_NE(plan.offsets[3], plan.offsets[1]) << "%1 is live until its wait";
   // %5 reuses %1's space; then %5, the reloaded value and the sum.
   EXPECT_EQ(plan.peak_bytes, 3 * 4096);
+}
+
+// A reshape's result is its input's bytes: one slot, live until the last
+// read of either, and no buffer of its own.
+TEST(MemoryPlan, AReshapeSharesItsInputsSlot) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[1024]) {
+      %1: f32[1024] = exp(%0)
+      %2: f32[32,32] = reshape(%1) {shape=[32,32]}
+      %3: f32[32,32] = neg(%2)
+      %4: f32[1024] = exp(%0)
+      %5: f32[1,32,32] = unsqueeze(%2) {axis=0}
+      %6: f32[32,32] = add(%3, %2)
+      return %6, %5, %4
+    }
+  )");
+  MemoryPlan plan = plan_memory(g, {});
+  check_plan(g, plan);
+  EXPECT_EQ(plan.offsets[2], plan.offsets[1]);
+  EXPECT_EQ(plan.offsets[5], plan.offsets[1]);
+  EXPECT_NE(plan.offsets[4], plan.offsets[1]) << "%1 is live until %2's last read";
+  EXPECT_NE(plan.offsets[3], plan.offsets[1]);
+  EXPECT_EQ(plan.peak_bytes, 4 * 4096);  // %1 (= %2, %5), %3, %4, %6
+  EXPECT_EQ(plan.naive_bytes, 4 * 4096);
+}
+
+// A reshape of a graph input (not in the arena) gets a buffer of its own; a
+// returned reshape placed outside the arena takes its input in its buffer
+// when nothing else reads the input.
+TEST(MemoryPlan, AReshapeOfAnInputCopiesAndAReturnedOneTakesItsInput) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[1024]) {
+      %1: f32[32,32] = reshape(%0) {shape=[32,32]}
+      %2: f32[32,32] = exp(%1)
+      %3: f32[1024] = reshape(%2) {shape=[1024]}
+      %4: f32[32,32] = neg(%1)
+      %5: f32[1024] = reshape(%4) {shape=[1024]}
+      return %3, %5, %4
+    }
+  )");
+  MemoryPlan plan = plan_memory(g, {}, {.outputs_in_arena = false});
+  check_plan(g, plan);
+  EXPECT_TRUE(plan.in_arena(1));
+  EXPECT_EQ(plan.written_in[2], 3);
+  EXPECT_FALSE(plan.in_arena(2)) << "written in the output %3";
+  EXPECT_EQ(plan.written_in[4], -1) << "%4 is returned itself";
+  EXPECT_FALSE(plan.in_arena(5));
 }
 
 TEST(MemoryPlan, OffsetsAreAligned) {

@@ -85,6 +85,28 @@ TEST(Compile, ElementwiseChainBecomesOneKernel) {
   EXPECT_EQ(y.to_vector<float>(), e.to_vector<float>());
 }
 
+// A reshape in a program is its input's bytes: no kernel runs for it, also
+// where it is returned (its input is written in the output's buffer). One
+// copy is left: h lives in the arena for the second product and is also
+// returned (as [1, 24]).
+TEST(Compile, ReshapesLaunchNothing) {
+  auto fn = [](const std::vector<Tensor>& a) {
+    Tensor h = matmul(a[0], a[1]);                 // [4, 6]
+    Tensor y = matmul(h.reshape({2, 12}), a[2]);   // [2, 3]
+    return std::vector<Tensor>{y.reshape({6}), h.reshape({24}).unsqueeze(0)};
+  };
+  std::vector<Tensor> in{random_tensor({4, 5}, DType::f32, 31), random_tensor({5, 6}, DType::f32, 32),
+                         random_tensor({12, 3}, DType::f32, 33)};
+  CompiledFunction f = compile(fn);
+  std::vector<Tensor> got = f(in), want = fn(in);
+  const Executable& exe = f.last_executable();
+  EXPECT_EQ(exe.stats().launches, 3u) << ir::to_text(exe.graph());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got[i].shape(), want[i].shape());
+    EXPECT_EQ(got[i].to_vector<float>(), want[i].to_vector<float>()) << i;
+  }
+}
+
 TEST(Compile, RecompilationIsReported) {
   setenv("KILN_REPORT_RECOMPILES", "1", 1);
   CompiledFunction f = compile([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] + 1.0}; },
