@@ -4,52 +4,29 @@
 // CPU (where a loop over elements vectorises: glibc's std::log and std::cos
 // are calls, which keep it scalar, 30 ns an element) and on CUDA (built
 // with --fmad=false). Both are within one ulp, as glibc's are (measured:
-// log 0.83 ulp, cos 0.71, tests/backend/box_muller_test.cc), so after
+// log 0.83 ulp, cos 0.71, tests/base/box_muller_test.cc), so after
 // rounding to f32 or bf16 a draw equals the libm formula's but for the rare
 // value on a rounding boundary (tests/ops/random_test.cc counts them).
 #pragma once
 #include "kiln/base/host_device.h"
 #include "kiln/base/philox.h"
 
-#if !defined(__CUDA_ARCH__)
 #include <cmath>
 #include <cstring>
-#endif
 
 namespace kiln::box_muller {
 
+// Plain std:: calls: nvcc has device versions of these (memcpy of 8 bytes
+// is a register move).
 KILN_HD KILN_FORCE_INLINE int64_t bits_of(double x) {
-#if defined(__CUDA_ARCH__)
-  return __double_as_longlong(x);
-#else
   int64_t b;
   std::memcpy(&b, &x, 8);
   return b;
-#endif
 }
 KILN_HD KILN_FORCE_INLINE double double_of(int64_t b) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(b);
-#else
   double x;
   std::memcpy(&x, &b, 8);
   return x;
-#endif
-}
-// The double fma and sqrt, on the host or the device.
-KILN_HD KILN_FORCE_INLINE double fma_d(double x, double y, double z) {
-#if defined(__CUDA_ARCH__)
-  return ::fma(x, y, z);
-#else
-  return std::fma(x, y, z);
-#endif
-}
-KILN_HD KILN_FORCE_INLINE double sqrt_d(double x) {
-#if defined(__CUDA_ARCH__)
-  return ::sqrt(x);
-#else
-  return std::sqrt(x);
-#endif
 }
 
 // pi and 2 / pi in double (std::numbers, which device code cannot read).
@@ -60,7 +37,7 @@ inline constexpr double kPi = 0x1.921fb54442d18p+1, kTwoOverPi = 0x1.45f306dc9c8
 KILN_HD KILN_FORCE_INLINE double horner(double, double c) { return c; }
 template <class... C>
 KILN_HD KILN_FORCE_INLINE double horner(double x, double c0, double c1, C... c) {
-  return horner(x, fma_d(c0, x, c1), c...);
+  return horner(x, std::fma(c0, x, c1), c...);
 }
 
 // log(x) for positive normal x (the draws take it of [2^-53, 1]).
@@ -92,23 +69,23 @@ KILN_HD KILN_FORCE_INLINE double cos_f64(double a) {
   // Adding 1.5 * 2^52 rounds to an integer, which then sits in the low
   // mantissa bits (a double -> int cast would block vectorisation).
   const double magic = 0x1.8p52;
-  const double t = fma_d(a, kTwoOverPi, magic);
+  const double t = std::fma(a, kTwoOverPi, magic);
   const double k = t - magic;
   const int64_t q = bits_of(t) - bits_of(magic);
   const double p1 = 0x1.921fb544p+0, p2 = 0x1.0b4611a6p-34, p3 = 0x1.3198a2e037073p-69;
-  const double y = fma_d(-k, p1, a);  // exact
-  const double x = fma_d(-k, p2, y);
-  const double lo = fma_d(-k, p3, fma_d(-k, p2, y - x));
+  const double y = std::fma(-k, p1, a);  // exact
+  const double x = std::fma(-k, p2, y);
+  const double lo = std::fma(-k, p3, std::fma(-k, p2, y - x));
   const double z = x * x;
   const double ps = horner(z, 1.0 / 355687428096000, -1.0 / 1307674368000, 1.0 / 6227020800,
                            -1.0 / 39916800, 1.0 / 362880, -1.0 / 5040, 1.0 / 120, -1.0 / 6);
   const double pc = horner(z, 1.0 / 20922789888000, -1.0 / 87178291200, 1.0 / 479001600,
                            -1.0 / 3628800, 1.0 / 40320, -1.0 / 720, 1.0 / 24);
-  const double sin_x = x + fma_d(x * z, ps, lo * fma_d(-0.5, z, 1.0));
+  const double sin_x = x + std::fma(x * z, ps, lo * std::fma(-0.5, z, 1.0));
   // cos x = 1 - z/2 + z^2 pc: w = 1 - z/2 rounded, and the small terms carry
   // w's rounding error and z's (z_lo), each worth up to a quarter ulp.
-  const double hz = 0.5 * z, w = 1.0 - hz, z_lo = fma_d(x, x, -z);
-  const double cos_x = w + (((1.0 - w) - hz) + (fma_d(z * z, pc, -lo * x) - 0.5 * z_lo));
+  const double hz = 0.5 * z, w = 1.0 - hz, z_lo = std::fma(x, x, -z);
+  const double cos_x = w + (((1.0 - w) - hz) + (std::fma(z * z, pc, -lo * x) - 0.5 * z_lo));
   // cos(x + q pi/2): cos x, -sin x, -cos x, sin x.
   const double v = (q & 1) ? sin_x : cos_x;
   return ((q + 1) & 2) ? -v : v;
@@ -117,7 +94,7 @@ KILN_HD KILN_FORCE_INLINE double cos_f64(double a) {
 // mean + stddev z for the standard normal z of block r: the cosine branch,
 // with 1 - u keeping the logarithm's argument in (0, 1].
 KILN_HD KILN_FORCE_INLINE double normal(const PhiloxBlock& r, double mean, double stddev) {
-  const double radius = sqrt_d(-2 * log_f64(1 - unit_double(r[0], r[1])));
+  const double radius = std::sqrt(-2 * log_f64(1 - unit_double(r[0], r[1])));
   const double angle = 2 * kPi * unit_double(r[2], r[3]);
   return mean + stddev * radius * cos_f64(angle);
 }
