@@ -133,7 +133,9 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
     return in_donated_buffer[v] || (!options.outputs_in_arena && returned[v]);
   };
   // A wait or reshape whose result is placed elsewhere: its input is
-  // written there in the first place, when nothing else reads it.
+  // written there in the first place, when nothing else reads it. (Not a
+  // reshape's into a donated buffer: the donor may still be read between
+  // the input's definition and the reshape.)
   plan.written_in.assign(nv, -1);
   std::vector<int> readers(nv, 0);
   for (int i = 0; i < n; ++i)
@@ -141,6 +143,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   for (int i = 0; i < n; ++i) {
     if (!shares_first_input(nodes[i])) continue;
     ir::ValueId x = nodes[i].inputs[0], y = nodes[i].outputs[0];
+    if (nodes[i].op->reinterprets_first_input && in_donated_buffer[y]) continue;
     if (g.values()[x].node >= 0 && !returned[x] && readers[x] == 1 && placed_elsewhere(y) &&
         plan.bytes[x] == plan.bytes[y])
       plan.written_in[x] = y;

@@ -162,6 +162,24 @@ TEST(MemoryPlan, AReshapeOfAnInputCopiesAndAReturnedOneTakesItsInput) {
   EXPECT_FALSE(plan.in_arena(5));
 }
 
+// A reshape into a donated input's buffer copies there when it runs: its
+// input, made earlier, cannot be written there while the donor is read.
+TEST(MemoryPlan, AReshapeIntoADonatedBufferCopies) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[1024], %1: f32[32,32]) {
+      %2: f32[1024] = exp(%0)
+      %3: f32[32,32] = exp(%1)
+      %4: f32[32,32] = reshape(%2) {shape=[32,32]}
+      return %4, %3
+    }
+  )");
+  MemoryPlan plan = plan_memory(g, {{1, 0}}, {.outputs_in_arena = false});
+  check_plan(g, plan);
+  ASSERT_EQ(plan.donated.size(), 1u);
+  EXPECT_EQ(plan.written_in[2], -1);
+  EXPECT_TRUE(plan.in_arena(2));
+}
+
 TEST(MemoryPlan, OffsetsAreAligned) {
   ir::Graph g = ir_graph(R"(
     graph(%0: f32[3]) {

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/base/box_muller.h"
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loops.h"
+#include "kiln/base/box_muller.h"
 #include "kiln/base/philox.h"
 
 namespace kiln::cpu {
