@@ -86,9 +86,6 @@ Cover cover(const Problem<C>& p, int64_t b, int64_t i0, int64_t i1, int64_t j0, 
 
 // The columns [lo, hi) of the key block [j0, j0 + bk) that the causal
 // window lets query i see (all of them without one).
-struct Cols {
-  int64_t lo, hi;
-};
 template <class C>
 Cols window_cols(const Problem<C>& p, Cover cv, int64_t i, int64_t j0, int64_t bk) {
   if (!p.causal || cv == Cover::full) return {0, bk};
@@ -165,8 +162,8 @@ void forward(const KernelArgs& a) {
         gemm({false, true, bq, bk, D, D, D, kBlockK}, p.scale, qp, kp, C(0), s.data());
         if (cv == Cover::partial) apply_mask(p, b, i0, bq, j0, bk, s.data(), kBlockK);
         for (int64_t r = 0; r < bq; ++r) {
-          const auto [lo, hi] = window_cols(p, cv, i0 + r, j0, bk);
-          C corr = online_softmax_row(s.data() + r * kBlockK, bk, m[r], l[r], lo, hi);
+          C corr = online_softmax_row(s.data() + r * kBlockK, bk, m[r], l[r],
+                                      window_cols(p, cv, i0 + r, j0, bk));
           if (corr != C(1))
             for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] *= corr;
         }
@@ -208,8 +205,7 @@ void block_grads(const Problem<C>& p, const BackwardInputs<C, O>& in, int64_t b,
     C lse = in.lse[row0 + r], delta = in.delta[row0 + r];
     C *sr = s + r * kBlockK, *dr = ds + r * kBlockK;
     // Outside the causal window P is exp(-inf) = 0, set without computing it.
-    const auto [wlo, whi] = window_cols(p, cv, i0 + r, j0, bk);
-    const auto [lo, hi] = whole_lanes(wlo, whi, bk);
+    const auto [lo, hi] = whole_lanes(window_cols(p, cv, i0 + r, j0, bk), bk);
     std::fill(sr, sr + lo, C(0));
     for (int64_t c = lo; c < hi; ++c) sr[c] = codegen::math::exp(sr[c] - lse);  // 0 where masked
     std::fill(sr + hi, sr + bk, C(0));

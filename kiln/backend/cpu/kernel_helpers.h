@@ -7,8 +7,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <tuple>
-#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -133,23 +131,28 @@ C row_max(const C* p, int64_t n) {
   return acc[0];
 }
 
-// [lo, hi) widened to whole vectors of kLanes within [0, n), for a loop
-// whose result outside [lo, hi) is the same either way (masked scores, whose
+// A range [lo, hi) of a row's columns.
+struct Cols {
+  int64_t lo, hi;
+};
+
+// c widened to whole vectors of kLanes within [0, n), for a loop whose
+// result outside c is the same either way (masked scores, whose
 // exponentials are 0): a partial vector would run as a scalar remainder.
-inline std::pair<int64_t, int64_t> whole_lanes(int64_t lo, int64_t hi, int64_t n) {
-  return {lo / kLanes * kLanes, std::min(n, (hi + kLanes - 1) / kLanes * kLanes)};
+inline Cols whole_lanes(Cols c, int64_t n) {
+  return {c.lo / kLanes * kLanes, std::min(n, (c.hi + kLanes - 1) / kLanes * kLanes)};
 }
 
 // One row of an online softmax: folds scores z[0, n) into the row's running
 // max m and sum of exponentials l, leaving exp(z - m) in z, and returns the
 // factor sums made before scale by, exp(old m - new m). A row with nothing
 // visible (all -inf) becomes zeros and changes nothing (factor 1). Where the
-// caller knows every score outside [lo, hi) is -inf (a causal mask), those
+// caller knows every score outside `visible` is -inf (a causal mask), those
 // are set to their exponential, 0, without computing it; the sum still runs
 // over the whole row, so the bits do not depend on the range.
 template <class C>
-C online_softmax_row(C* z, int64_t n, C& m, C& l, int64_t lo, int64_t hi) {
-  std::tie(lo, hi) = whole_lanes(lo, hi, n);
+C online_softmax_row(C* z, int64_t n, C& m, C& l, Cols visible) {
+  const auto [lo, hi] = whole_lanes(visible, n);
   const C mx = row_max(z + lo, hi - lo);
   if (mx == -std::numeric_limits<C>::infinity()) {
     std::fill(z, z + n, C(0));
@@ -166,7 +169,7 @@ C online_softmax_row(C* z, int64_t n, C& m, C& l, int64_t lo, int64_t hi) {
 }
 template <class C>
 C online_softmax_row(C* z, int64_t n, C& m, C& l) {
-  return online_softmax_row(z, n, m, l, 0, n);
+  return online_softmax_row(z, n, m, l, Cols{0, n});
 }
 
 // The products' operand (O) of a block computed in C, for inputs stored as
