@@ -106,6 +106,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
 
   // Donations.
   std::vector<bool> in_donated_buffer(nv, false), input_taken(g.inputs().size(), false);
+  std::vector<ir::ValueId> donor_of(nv, -1);  // per donated output: the input it is written in
   std::vector<bool> output_taken(g.outputs().size(), false);
   for (auto [in, out] : donations) {
     KILN_CHECK(in >= 0 && in < int(g.inputs().size()) && out >= 0 && out < int(g.outputs().size()),
@@ -125,6 +126,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
     if (!dead_before && !in_place) continue;
     input_taken[in] = output_taken[out] = true;
     in_donated_buffer[y] = true;
+    donor_of[y] = x;
     plan.donated.push_back({in, out});
   }
 
@@ -133,9 +135,10 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
     return in_donated_buffer[v] || (!options.outputs_in_arena && returned[v]);
   };
   // A wait or reshape whose result is placed elsewhere: its input is
-  // written there in the first place, when nothing else reads it. (Not a
-  // reshape's into a donated buffer: the donor may still be read between
-  // the input's definition and the reshape.)
+  // written there in the first place, when nothing else reads it. Into a
+  // donated buffer only when the donor's last read comes before the node
+  // that writes the input (a collective's start writes while later nodes
+  // run, and those may still read the donor).
   plan.written_in.assign(nv, -1);
   std::vector<int> readers(nv, 0);
   for (int i = 0; i < n; ++i)
@@ -143,10 +146,12 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   for (int i = 0; i < n; ++i) {
     if (!shares_first_input(nodes[i])) continue;
     ir::ValueId x = nodes[i].inputs[0], y = nodes[i].outputs[0];
-    if (nodes[i].op->reinterprets_first_input && in_donated_buffer[y]) continue;
-    if (g.values()[x].node >= 0 && !returned[x] && readers[x] == 1 && placed_elsewhere(y) &&
-        plan.bytes[x] == plan.bytes[y])
-      plan.written_in[x] = y;
+    const int def = g.values()[x].node;
+    if (def < 0 || returned[x] || readers[x] != 1 || !placed_elsewhere(y) ||
+        plan.bytes[x] != plan.bytes[y])
+      continue;
+    if (in_donated_buffer[y] && last_use[donor_of[y]] >= def) continue;
+    plan.written_in[x] = y;
   }
   auto planned = [&](ir::ValueId v) { return !placed_elsewhere(v) && plan.written_in[v] < 0; };
   // A wait (collective_wait, transfer_wait) hands its started buffer on as

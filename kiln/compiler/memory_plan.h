@@ -54,7 +54,8 @@ struct MemoryPlan {
 // is its first input's buffer (kept live until the last read of either)
 // where both are planned here and the input is a node's; where the result
 // is placed elsewhere and only it reads the input, the input is written
-// there (written_in).
+// there (written_in), into a donated input's buffer only when the donor is
+// read for the last time before the node that makes the input.
 //
 // `donations` lists (graph input index, graph output index) pairs whose
 // buffers the caller lets alias. One is honoured when the input and output

@@ -180,6 +180,35 @@ TEST(MemoryPlan, AReshapeIntoADonatedBufferCopies) {
   EXPECT_TRUE(plan.in_arena(2));
 }
 
+// A collective's start writes its result while later nodes run: it goes
+// into a donated buffer only when the donor is read for the last time
+// before the start.
+TEST(MemoryPlan, AWaitIntoADonatedBufferStartsThereOnlyOnceTheDonorIsDead) {
+  const std::string start = R"(%3: f32[1024] = all_reduce_start(%2) {mesh_axis="dp", group_size=2})";
+  const std::string donor_read = "%4: f32[1024] = neg(%1)";
+  // Whether the started value (the wait's first input) is written in the
+  // wait's result, the donor's buffer.
+  auto started_in_donor = [](const std::string& first, const std::string& second) {
+    ir::Graph g = ir_graph(cat(R"(
+      graph(%0: f32[1024], %1: f32[1024]) {
+        %2: f32[1024] = exp(%0)
+        )", first, "\n", second, R"(
+        %5: f32[1024] = collective_wait(%3, %2)
+        return %5, %4
+      }
+    )"));
+    MemoryPlan plan = plan_memory(g, {{1, 0}}, {.outputs_in_arena = false});
+    check_plan(g, plan);
+    EXPECT_EQ(plan.donated, (std::vector<std::pair<int, int>>{{1, 0}}));
+    const ir::Node& wait = g.nodes().back();
+    const ir::ValueId started = wait.inputs[0];
+    EXPECT_EQ(plan.in_arena(started), plan.written_in[started] < 0);
+    return plan.written_in[started] == wait.outputs[0];
+  };
+  EXPECT_FALSE(started_in_donor(start, donor_read)) << "the donor is read while the collective runs";
+  EXPECT_TRUE(started_in_donor(donor_read, start));
+}
+
 TEST(MemoryPlan, OffsetsAreAligned) {
   ir::Graph g = ir_graph(R"(
     graph(%0: f32[3]) {
