@@ -11,7 +11,8 @@
 //     sum(out * cot)); and llama3_100m's attention (B=4, Hq=12, Hkv=4,
 //     D=64, seq 256, bf16: many short sequences).
 //   linear_cross_entropy vs cross_entropy(matmul(h, w^T)), 4096 tokens,
-//     dim 2048, vocab 128256 / 151936, f32 and bf16, forward + backward.
+//     dim 2048, vocab 128256 / 151936, f32 and bf16, forward + backward;
+//     and llama3_100m's (1024 tokens, dim 768, vocab 16384, bf16).
 //   grouped_matmul vs one matmul per expert (slices and a concat; its
 //     backward written the same way by hand), 64 and 128 experts, 4096
 //     routed rows, K=2048, N=768, f32 and bf16; forward, and forward +
@@ -142,8 +143,7 @@ void attention(benchmark::State& state, AttentionShape shape, int64_t seq, DType
             [&] { return std::vector<Tensor>{sdpa({q, k, v})}; });
 }
 
-void lce(benchmark::State& state, int64_t vocab, DType dt) {
-  const int64_t tokens = 4096, dim = 2048;
+void lce(benchmark::State& state, int64_t tokens, int64_t dim, int64_t vocab, DType dt) {
   Tensor h = randn({tokens, dim}, dt, 1), w = randn({vocab, dim}, dt, 2, 0.02);
   std::vector<int64_t> t(tokens);
   std::mt19937_64 rng(3);
@@ -231,9 +231,12 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(("lce/" + std::string(kiln::dtype_name(dt)) + "/vocab" +
                                     std::to_string(vocab) + "/fwd+bwd")
                                        .c_str(),
-                                   lce, vocab, dt)
+                                   lce, 4096, 2048, vocab, dt)
           ->Iterations(1)
           ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("lce/bf16/llama3_100m/fwd+bwd", lce, 1024, 768, 16384, DType::bf16)
+      ->Iterations(10)
+      ->Unit(benchmark::kMillisecond);
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t experts : {64, 128})
       for (bool bwd : {false, true})

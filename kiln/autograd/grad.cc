@@ -1,5 +1,6 @@
 #include "kiln/autograd/grad.h"
 
+#include <memory>
 #include <unordered_map>
 
 #include "kiln/base/error.h"
@@ -13,9 +14,40 @@
 namespace kiln {
 namespace {
 
+// Which values of a recording depend on the differentiated tensors: only
+// their gradients are wanted. Grows with the graph (vjp rules and
+// composites append nodes, which read only earlier values).
+class Reach {
+ public:
+  Reach(const ir::Graph& g, const std::vector<ir::ValueId>& wrt) : graph_(g) {
+    for (ir::ValueId v : wrt)
+      if (v >= 0) mark(v);
+  }
+  bool operator()(ir::ValueId v) {
+    const auto& nodes = graph_.nodes();
+    for (; done_ < nodes.size(); ++done_)
+      for (ir::ValueId in : nodes[done_].inputs)
+        if (get(in)) {
+          for (ir::ValueId out : nodes[done_].outputs) mark(out);
+          break;
+        }
+    return get(v);
+  }
+
+ private:
+  bool get(ir::ValueId v) const { return size_t(v) < on_.size() && on_[size_t(v)]; }
+  void mark(ir::ValueId v) {
+    if (on_.size() <= size_t(v)) on_.resize(size_t(v) + 1, false);
+    on_[size_t(v)] = true;
+  }
+  const ir::Graph& graph_;
+  std::vector<bool> on_;
+  size_t done_ = 0;  // nodes propagated through
+};
+
 class Backprop {
  public:
-  Backprop(Recording& rec, Device device) : rec_(rec), device_(device) {}
+  Backprop(Recording& rec, Device device, Reach& reach) : rec_(rec), device_(device), reach_(reach) {}
 
   void seed(ir::ValueId v, Tensor cot) {
     auto it = cot_.find(v);
@@ -39,14 +71,23 @@ class Backprop {
         any = any || cots.back().defined();
       }
       if (!any) continue;
-      if (!has_floating_input(node)) continue;
+      // Only floating inputs that depend on what is differentiated carry
+      // gradients anyone asked for.
+      std::unique_ptr<bool[]> wanted(new bool[node.inputs.size()]);
+      bool wants_any = false;
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        ir::ValueId v = node.inputs[k];
+        wanted[k] = is_floating(rec_.graph.type(v).dtype) && reach_(v);
+        wants_any = wants_any || wanted[k];
+      }
+      if (!wants_any) continue;
       std::vector<Tensor> ins = tensors(node.inputs);
       std::vector<Tensor> outs = tensors(node.outputs);
       // The backward of a node belongs to its forward region's backward.
       RegionGuard region(node.region >= 0 ? ir::backward_region(rec_.graph.region_name(node.region))
                                           : std::string());
       if (node.op->vjp) {
-        VjpCall call{ins, outs, cots, node.attrs, {}};
+        VjpCall call{ins, outs, cots, node.attrs, {}, {wanted.get(), node.inputs.size()}};
         call.grads.resize(ins.size());
         node.op->vjp(call);
         accumulate(node, call.grads);
@@ -60,13 +101,6 @@ class Backprop {
   }
 
  private:
-  // Only floating inputs carry gradients.
-  bool has_floating_input(const ir::Node& n) const {
-    for (ir::ValueId v : n.inputs)
-      if (is_floating(rec_.graph.type(v).dtype)) return true;
-    return false;
-  }
-
   std::vector<Tensor> tensors(const std::vector<ir::ValueId>& ids) {
     std::vector<Tensor> out;
     for (ir::ValueId v : ids) out.push_back(rec_.tensor(v, device_));
@@ -75,7 +109,7 @@ class Backprop {
 
   void accumulate(const ir::Node& node, const std::vector<Tensor>& grads) {
     for (size_t k = 0; k < node.inputs.size() && k < grads.size(); ++k) {
-      if (!grads[k].defined()) continue;
+      if (!grads[k].defined() || !reach_(node.inputs[k])) continue;
       ir::ValueId v = node.inputs[k];
       const ir::TypeInfo& want = rec_.graph.type(v);
       KILN_CHECK(grads[k].type() == want, "vjp rule of op '", node.op->name,
@@ -96,7 +130,7 @@ class Backprop {
     CompositeCall call{ins, node.attrs, {}};
     node.op->composite(call);
     size_t last = rec_.graph.nodes().size();
-    Backprop inner(rec_, device_);
+    Backprop inner(rec_, device_, reach_);
     for (size_t k = 0; k < cots.size(); ++k)
       if (cots[k].defined()) inner.seed(rec_.value_of(call.outputs[k]), cots[k]);
     inner.run(first, last);
@@ -107,6 +141,7 @@ class Backprop {
 
   Recording& rec_;
   Device device_;
+  Reach& reach_;
   std::unordered_map<ir::ValueId, Tensor> cot_;
 };
 
@@ -117,7 +152,10 @@ std::vector<Tensor> append_vjp(Recording& rec, const std::vector<Tensor>& output
   KILN_CHECK(outputs.size() == cotangents.size(), "append_vjp: ", outputs.size(), " outputs but ",
              cotangents.size(), " cotangents");
   Device device = outputs.empty() ? kCPU : outputs[0].device();
-  Backprop bp(rec, device);
+  std::vector<ir::ValueId> wrt_values;  // -1 where w is not floating (no gradient)
+  for (const Tensor& w : wrt) wrt_values.push_back(is_floating(w.dtype()) ? rec.value_of(w) : -1);
+  Reach reach(rec.graph, wrt_values);
+  Backprop bp(rec, device, reach);
   size_t end = rec.graph.nodes().size();
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!cotangents[i].defined()) continue;
@@ -133,7 +171,7 @@ std::vector<Tensor> append_vjp(Recording& rec, const std::vector<Tensor>& output
       grads.emplace_back();
       continue;
     }
-    Tensor g = bp.cotangent(rec.value_of(w));
+    Tensor g = bp.cotangent(wrt_values[grads.size()]);
     grads.push_back(g.defined() ? g : zeros_like(w));
   }
   return grads;

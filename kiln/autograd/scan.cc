@@ -99,11 +99,14 @@ void scan_vjp(VjpCall& c) {
   for (size_t i = 0; i < n.carries; ++i)
     KILN_CHECK(is_floating(c.inputs[i].dtype()), "scan: carry ", i, " is ",
                dtype_name(c.inputs[i].dtype()), "; only floating carries can be differentiated");
+  // The stacked inputs and invariants whose gradients are wanted (floating
+  // ones only), and the outputs with cotangents.
   std::vector<size_t> float_xs, float_inv, seeded_ys;
   for (size_t k = 0; k < n.stacked; ++k)
-    if (is_floating(c.inputs[n.carries + k].dtype())) float_xs.push_back(k);
+    if (is_floating(c.inputs[n.carries + k].dtype()) && c.wants(n.carries + k)) float_xs.push_back(k);
   for (size_t k = 0; k < n.invariants; ++k)
-    if (is_floating(c.inputs[n.carries + n.stacked + k].dtype())) float_inv.push_back(k);
+    if (is_floating(c.inputs[n.carries + n.stacked + k].dtype()) && c.wants(n.carries + n.stacked + k))
+      float_inv.push_back(k);
   for (size_t j = 0; j < user_ys; ++j)
     if (c.cotangents[n.carries + j].defined()) seeded_ys.push_back(j);
 
@@ -126,11 +129,15 @@ void scan_vjp(VjpCall& c) {
     std::vector<Tensor> cots(outs.size());
     for (size_t i = 0; i < n.carries; ++i) cots[i] = d_carry[i];
     for (size_t k = 0; k < seeded_ys.size(); ++k) cots[n.carries + seeded_ys[k]] = dy[k];
-    std::vector<Tensor> g = append_vjp(*trace.recording(), outs, cots, forward_in);
+    // Differentiated: the carries, then the wanted x slices and invariants.
+    std::vector<Tensor> wrt(forward_in.begin(), forward_in.begin() + long(n.carries));
+    for (size_t k : float_xs) wrt.push_back(x[k]);
+    for (size_t k : float_inv) wrt.push_back(inv[k]);
+    std::vector<Tensor> g = append_vjp(*trace.recording(), outs, cots, wrt);
     std::vector<Tensor> result(g.begin(), g.begin() + long(n.carries));
     for (size_t k = 0; k < float_inv.size(); ++k)
-      result.push_back(d_inv_sum[k] + g[n.carries + n.stacked + float_inv[k]]);
-    for (size_t k : float_xs) result.push_back(g[n.carries + k]);
+      result.push_back(d_inv_sum[k] + g[n.carries + float_xs.size() + k]);
+    for (size_t k = 0; k < float_xs.size(); ++k) result.push_back(g[n.carries + k]);
     return result;
   };
 

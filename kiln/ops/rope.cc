@@ -29,11 +29,21 @@ const OpDef& kRope = declare({
                  " and ", ir::to_string(sin));
       return std::vector<TypeInfo>{x};
     },
-    // One fused backward op instead of differentiating the composite.
+    // One fused backward op instead of differentiating the composite. The
+    // tables are constants in training: then dx alone, which is the rotation
+    // transposed, dy * cos - rotate_half(dy * sin), so rope itself with
+    // sin' = -swap_halves(sin) (dx = dy * cos + rotate_half(dy) * sin'),
+    // and x need not be kept for the backward.
     .vjp = [](VjpCall& c) {
-      std::vector<Tensor> g = kiln::apply(
-          KILN_OP("rope_backward"),
-          std::vector<Tensor>{c.inputs[0], c.inputs[1], c.inputs[2], c.cot(0)});
+      const Tensor &x = c.inputs[0], &cos = c.inputs[1], &sin = c.inputs[2];
+      if (!c.wants(1) && !c.wants(2)) {
+        int64_t half = sin.dim(-1) / 2;
+        Tensor transposed = -concat({sin.slice(-1, half, 2 * half), sin.slice(-1, 0, half)}, -1);
+        c.grads = {rope(c.cot(0), cos, transposed), Tensor(), Tensor()};
+        return;
+      }
+      std::vector<Tensor> g =
+          kiln::apply(KILN_OP("rope_backward"), std::vector<Tensor>{x, cos, sin, c.cot(0)});
       c.grads = {g[0], g[1], g[2]};
     },
     .composite = [](CompositeCall& c) {

@@ -2,8 +2,9 @@
 // one IR op whose composite is built from the basic ops; the composite runs
 // wherever no fused kernel exists and the fused kernel is tested against
 // it. Its vjp rule calls the fused backward op rope_backward
-// (kiln/ops/norm_rope_backward.cc). Computes in ops::compute_dtype and
-// rounds once.
+// (kiln/ops/norm_rope_backward.cc) where the tables' gradients are wanted,
+// and rope itself with transposed tables where only x's is (training).
+// Computes in ops::compute_dtype and rounds once.
 #pragma once
 #include <optional>
 #include <vector>

@@ -16,9 +16,13 @@ struct VjpCall {
   std::span<const Tensor> cotangents;  // undefined where an output has none
   const ir::Attrs& attrs;
   std::vector<Tensor> grads;  // one per input; leave undefined for no gradient
+  // Per input: whether its gradient reaches what is differentiated. A rule
+  // may leave the others undefined (and skip their work). Empty: all do.
+  std::span<const bool> wanted;
 
   // The cotangent of output i, zeros where it has none.
   Tensor cot(size_t i) const;
+  bool wants(size_t i) const { return wanted.empty() || wanted[i]; }
 };
 
 struct CompositeCall {

@@ -25,6 +25,7 @@
 #include "kiln/runtime/compile.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/recording.h"
 #include "kiln/runtime/rules.h"
 #include "kiln/runtime/threads.h"
 #include "tests/support/fused_checks.h"
@@ -455,6 +456,36 @@ TEST(FusedRope, MatchesComposite) {
         expect_same("rope_backward", {}, bin, tol_for(dt), label, false);
       }
     }
+}
+
+// With constant tables (training) rope's gradient is rope with transposed
+// tables: the same bits as rope_backward's dx, and no rope_backward (which
+// reads x) in the recorded backward.
+TEST(FusedRope, GradientOfXAloneIsTheTransposedRotation) {
+  for (DType dt : kFusedDtypes)
+    for (DType table : {DType::f32, DType::f64})
+      for (bool per_batch : {false, true}) {
+        Shape xs{2, 5, 3, 8};
+        Shape ts = per_batch ? Shape{2, 5, 8} : Shape{5, 8};
+        Tensor x = random_tensor(xs, dt, 1), cos = random_tensor(ts, table, 2),
+               sin = random_tensor(ts, table, 3), dy = random_tensor(xs, dt, 4);
+        auto loss = [&](const std::vector<Tensor>& a) {
+          return std::vector<Tensor>{sum(rope(a[0], cos, sin) * dy)};
+        };
+        std::string label = cat(dtype_name(dt), " tables ", dtype_name(table), per_batch ? " per batch" : "");
+        Tensor dx = value_and_grad(loss)({x}).grads[0];
+        Tensor want = fused("rope_backward", {})({x, cos, sin, dy})[0];
+        EXPECT_EQ(dx.to(DType::f64).to_vector<double>(), want.to(DType::f64).to_vector<double>()) << label;
+        auto rec = trace_loss_and_grads(loss, {x});
+        for (const ir::Node& n : rec->graph.nodes()) EXPECT_NE(n.op->name, "rope_backward") << label;
+      }
+  for (bool per_batch : {false, true}) {
+    Shape ts = per_batch ? Shape{2, 3, 4} : Shape{3, 4};
+    Tensor cos = random_tensor(ts, DType::f64, 6), sin = random_tensor(ts, DType::f64, 7);
+    EXPECT_TRUE(check_gradients([&](const auto& x) { return rope(x[0], cos, sin); },
+                                {random_tensor({2, 3, 2, 4}, DType::f64, 5)}))
+        << per_batch;
+  }
 }
 
 TEST(FusedSiluMul, MatchesComposite) {
