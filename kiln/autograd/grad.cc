@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "kiln/base/error.h"
+#include "kiln/compiler/dce.h"
 #include "kiln/ir/region.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/graph_runner.h"
@@ -202,6 +203,10 @@ std::function<ValueAndGrad(const std::vector<Tensor>&)> value_and_grad(TensorFn 
     for (const Tensor& g : grads)
       if (g.defined()) outs.push_back(rec->value_of(g));
     rec->graph.set_outputs(outs);
+    // Gradients of constants that rules computed beside the wanted ones
+    // (a frozen weight's, next to its input's) would otherwise run in the
+    // eager rungs, which execute the recording as it stands.
+    rec->graph = compiler::dce(rec->graph);
     if (options.remat != compiler::RematPolicy::none)
       rec->graph = compiler::rematerialize(rec->graph, options.remat);
     // Inside an enclosing trace the regions are recorded, not compiled here.

@@ -28,6 +28,7 @@ void Rewriter::copy(const ir::Node& n) {
   for (ir::ValueId v : n.outputs) types.push_back(src_.type(v));
   const ir::Node& c = out_.add_node_typed(*n.op, map(n.inputs), n.attrs, types);
   for (size_t i = 0; i < n.outputs.size(); ++i) map_[n.outputs[i]] = c.outputs[i];
+  if (n.region >= 0) out_.tag_last_node(src_.region_name(n.region));
 }
 
 ir::Graph Rewriter::finish() {

@@ -19,7 +19,8 @@ class Rewriter {
   std::vector<ir::ValueId> map(const std::vector<ir::ValueId>& vs) const;
   // Makes old value `v` stand for new value `to` (forwarding, merging).
   void alias(ir::ValueId v, ir::ValueId to);
-  // Copies old node `n` with its inputs remapped; its outputs map to the copy's.
+  // Copies old node `n` with its inputs remapped, in its region; its outputs
+  // map to the copy's.
   void copy(const ir::Node& n);
 
   ir::Graph& graph() { return out_; }

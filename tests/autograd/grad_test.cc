@@ -5,9 +5,12 @@
 #include <cmath>
 
 #include "kiln/base/error.h"
+#include "kiln/ops/declare.h"
+#include "kiln/ops/matmul.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/runtime/recording.h"
+#include "kiln/runtime/rules.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/support.h"
 
@@ -16,6 +19,20 @@ namespace {
 
 using test::check_gradients;
 using test::random_tensor;
+
+// A test-only a + b whose vjp rule records which inputs' gradients it was
+// asked for, one entry per call.
+std::vector<std::vector<bool>> g_wanted;
+const ir::OpDef& kRecordingAdd = ops::declare({
+    .name = "test_recording_add",
+    .num_inputs = 2,
+    .infer = ops::same_as_first,
+    .vjp = [](VjpCall& c) {
+      g_wanted.push_back({c.wants(0), c.wants(1)});
+      c.grads = {c.cot(0), c.cot(0)};
+    },
+    .composite = [](CompositeCall& c) { c.outputs = {c.inputs[0] + c.inputs[1]}; },
+});
 
 TEST(ValueAndGrad, ScalarChainMatchesCalculus) {
   // f(x, y) = x*y + exp(x): df/dx = y + exp(x), df/dy = x.
@@ -70,6 +87,31 @@ TEST(ValueAndGrad, CapturedTensorsAreConstants) {
   Tensor w = from_vector<double>({2, 3}, {2});
   auto f = value_and_grad([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(a[0] * w)}; });
   EXPECT_EQ(f({ones({2}, DType::f64)}).grads[0].to_vector<double>(), (std::vector<double>{2, 3}));
+}
+
+// Only values that depend on the differentiated arguments get gradients:
+// a rule hears which of its inputs' gradients are wanted, and a node that
+// reads constants alone is not differentiated.
+TEST(ValueAndGrad, RulesAreAskedOnlyForTheGradientsThatReachTheArguments) {
+  Tensor c = from_vector<double>({2, 3}, {2});
+  auto f = value_and_grad([&](const std::vector<Tensor>& a) {
+    Tensor constant = apply1(kRecordingAdd, {c, c});
+    return std::vector<Tensor>{sum(apply1(kRecordingAdd, {a[0], c}) * constant)};
+  });
+  g_wanted.clear();
+  EXPECT_EQ(f({ones({2}, DType::f64)}).grads[0].to_vector<double>(), (std::vector<double>{4, 6}));
+  EXPECT_EQ(g_wanted, (std::vector<std::vector<bool>>{{true, false}}));
+}
+
+// The gradient of a constant that a rule computes beside a wanted one (a
+// frozen weight's, beside its input's) is neither returned nor run.
+TEST(ValueAndGrad, GradientsOfConstantsAreDropped) {
+  Tensor w = random_tensor({4, 3}, DType::f32, 1), x = random_tensor({2, 4}, DType::f32, 2);
+  auto loss = [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(matmul(a[0], w))}; };
+  auto rec = test::trace_loss_and_grads(loss, {x});
+  int matmuls = 0;
+  for (const ir::Node& n : rec->graph.nodes()) matmuls += n.op->name == "matmul";
+  EXPECT_EQ(matmuls, 2) << "the forward and x's gradient, not w's:\n" << ir::to_text(rec->graph);
 }
 
 TEST(ValueAndGrad, NestedGradientsGiveSecondDerivatives) {

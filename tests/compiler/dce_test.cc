@@ -23,6 +23,26 @@ TEST(Dce, DropsUnusedNodesAndRenumbers) {
     })"));
 }
 
+// Passes copy nodes in their regions (autograd's recording is pruned with
+// dce before remat and per-block compile read the regions).
+TEST(Dce, KeptNodesStayInTheirRegions) {
+  ir::Graph g;
+  ir::ValueId x = g.add_input({DType::f32, {4}});
+  ir::ValueId a = g.add_node(ir::get_op("exp"), {x}, {}).outputs[0];
+  g.tag_last_node("layers.0");
+  g.add_node(ir::get_op("neg"), {a}, {});  // dead
+  g.tag_last_node("layers.0");
+  ir::ValueId b = g.add_node(ir::get_op("log"), {a}, {}).outputs[0];
+  g.tag_last_node("layers.1");
+  ir::ValueId c = g.add_node(ir::get_op("abs"), {b}, {}).outputs[0];
+  g.set_outputs({c});
+  ir::Graph out = dce(g);
+  ASSERT_EQ(out.nodes().size(), 3u);
+  EXPECT_EQ(out.region_name(out.nodes()[0].region), "layers.0");
+  EXPECT_EQ(out.region_name(out.nodes()[1].region), "layers.1");
+  EXPECT_EQ(out.nodes()[2].region, -1);
+}
+
 TEST(Dce, KeepsUnusedGraphInputsAndOutputsThatAreInputs) {
   std::string text = canon(R"(
     graph(%0: f32[4], %1: f32[2]) {
