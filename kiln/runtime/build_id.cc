@@ -3,17 +3,15 @@
 #include <elf.h>
 #include <link.h>
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
 namespace kiln {
 namespace {
-
-struct Search {
-  uintptr_t address;  // an address inside libkiln
-  std::string id;
-};
 
 bool contains(const dl_phdr_info* info, uintptr_t address) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -52,21 +50,49 @@ std::string find_build_id(const dl_phdr_info* info) {
   return "";
 }
 
+// "libkiln_ir.so" of "/path/libkiln_ir.so".
+std::string file_name(const char* path) {
+  std::string p = path ? path : "";
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
 }  // namespace
 
-const std::string& kiln_build_id() {
-  // Never destroyed: background kernel builds read it during exit.
-  static const std::string* id = new std::string([] {
-    Search s{reinterpret_cast<uintptr_t>(&kiln_build_id), ""};
+const std::vector<std::pair<std::string, std::string>>& kiln_build_ids() {
+  // Never destroyed: background kernel builds read it during exit. The
+  // libraries are all loaded by then: linked, or opened while they load
+  // (the CPU kernels' ISA copy).
+  using Ids = std::vector<std::pair<std::string, std::string>>;
+  static const Ids* ids = new Ids([] {
+    struct Search {
+      uintptr_t self;  // an address in the object holding this code
+      Ids found;
+    } s{reinterpret_cast<uintptr_t>(&kiln_build_ids), {}};
     dl_iterate_phdr(
         [](dl_phdr_info* info, size_t, void* data) {
           auto* s = static_cast<Search*>(data);
-          if (!contains(info, s->address)) return 0;
-          s->id = find_build_id(info);
-          return 1;
+          std::string name = file_name(info->dlpi_name);
+          bool kiln_library = name.starts_with("libkiln_") && name.ends_with(".so");
+          if (kiln_library || contains(info, s->self))
+            s->found.emplace_back(name.empty() ? "(executable)" : name, find_build_id(info));
+          return 0;
         },
         &s);
-    return s.id;
+    std::sort(s.found.begin(), s.found.end());
+    s.found.erase(std::unique(s.found.begin(), s.found.end()), s.found.end());
+    return s.found;
+  }());
+  return *ids;
+}
+
+const std::string& kiln_build_id() {
+  static const std::string* id = new std::string([] {
+    std::string all;
+    for (const auto& [file, build] : kiln_build_ids()) all += file + "=" + build + ";";
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(all.data(), all.size(), 0)));
+    return std::string(hex);
   }());
   return *id;
 }

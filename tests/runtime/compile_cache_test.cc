@@ -6,6 +6,7 @@
 #include "kiln/runtime/compile_cache.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,12 +20,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "kiln/base/error.h"
+#include "kiln/runtime/build_id.h"
 #include "tests/support/temp_dir.h"
 
 namespace kiln {
@@ -452,23 +455,40 @@ TEST(CompileCacheEntry, RoundTripsAndChecksTheKey) {
   EXPECT_EQ(encode_entry(key(1), id, "").size(), h.header_size);
 }
 
-TEST(CompileCacheEntry, TheBuildIdentityNamesThisLibrary) {
+// The identity covers every kiln library, each by the build ID binutils
+// reads from its file: a build that changes only the compiler (or the code
+// generator, or an op) must not be served the old build's programs.
+TEST(CompileCacheEntry, TheBuildIdentityCoversEveryKilnLibrary) {
   EntryIdentity id = build_identity();
   EXPECT_EQ(id.kiln_version, KILN_VERSION);
   EXPECT_FALSE(id.compiler.empty());
-  // The same ID as binutils reads from the library file.
-  Dl_info info;
-  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&build_identity), &info), 0);
-  FILE* p = ::popen(("readelf -n " + std::string(info.dli_fname) + " 2>/dev/null").c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char line[512];
-  std::string readelf_id;
-  while (std::fgets(line, sizeof line, p)) {
-    if (const char* at = std::strstr(line, "Build ID: ")) readelf_id = std::string(at + 10, std::strcspn(at + 10, "\n"));
+  EXPECT_EQ(id.build, kiln_build_id());
+  EXPECT_EQ(id.build.size(), 16u);
+  std::map<std::string, std::string> loaded;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        std::string path = info->dlpi_name ? info->dlpi_name : "";
+        std::string name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+        if (name.starts_with("libkiln_")) (*static_cast<std::map<std::string, std::string>*>(data))[name] = path;
+        return 0;
+      },
+      &loaded);
+  for (const char* library : {"libkiln_runtime.so", "libkiln_compiler.so", "libkiln_ir.so"})
+    EXPECT_TRUE(loaded.count(library)) << library << " is not loaded by this test";
+  std::map<std::string, std::string> ids(kiln_build_ids().begin(), kiln_build_ids().end());
+  EXPECT_EQ(ids.size(), loaded.size());
+  for (const auto& [name, path] : loaded) {
+    FILE* p = ::popen(("readelf -n " + path + " 2>/dev/null").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char line[512];
+    std::string readelf_id;
+    while (std::fgets(line, sizeof line, p)) {
+      if (const char* at = std::strstr(line, "Build ID: ")) readelf_id = std::string(at + 10, std::strcspn(at + 10, "\n"));
+    }
+    ::pclose(p);
+    EXPECT_FALSE(readelf_id.empty()) << path;
+    EXPECT_EQ(ids[name], readelf_id) << path;
   }
-  ::pclose(p);
-  EXPECT_EQ(id.build, readelf_id) << info.dli_fname;
-  EXPECT_FALSE(id.build.empty());
 }
 
 }  // namespace
