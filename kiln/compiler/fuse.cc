@@ -285,8 +285,60 @@ ir::Graph Fuser::run() {
   return rw.finish();
 }
 
+// Whether reader `r` of value `v` fuses with v's producer: an elementwise
+// node of v's shape, or a reduction of v.
+bool fuses_with(const ir::Graph& g, const ir::Node& r, ValueId v) {
+  if (is_member_candidate(r)) return g.type(r.outputs[0]).shape == g.type(v).shape;
+  return is_reduction_candidate(r);
+}
+
+// Gives every fusable reader of a widening cast, but the first, a copy of
+// the cast just before it (see fuse.h).
+ir::Graph recompute_widening_casts(const ir::Graph& g) {
+  const auto& nodes = g.nodes();
+  std::vector<bool> returned(g.values().size(), false);
+  for (ValueId v : g.outputs()) returned[v] = true;
+  std::vector<std::vector<int>> readers(g.values().size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (ValueId v : nodes[i].inputs)
+      if (readers[v].empty() || readers[v].back() != int(i)) readers[v].push_back(int(i));
+  std::vector<bool> recomputed(g.values().size(), false);
+  bool any = false;
+  for (const ir::Node& n : nodes) {
+    if (n.op->name != "cast" || n.op->side_effects) continue;
+    ValueId y = n.outputs[0];
+    if (itemsize(g.type(y).dtype) <= itemsize(g.type(n.inputs[0]).dtype) || returned[y] ||
+        readers[y].size() < 2)
+      continue;
+    bool fusable = std::all_of(readers[y].begin(), readers[y].end(),
+                               [&](int r) { return fuses_with(g, nodes[r], y); });
+    recomputed[y] = fusable;
+    any = any || fusable;
+  }
+  if (!any) return g;
+
+  Rewriter rw(g);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& n = nodes[i];
+    std::vector<std::pair<ValueId, ValueId>> restore;  // (cast result, its first copy's value)
+    for (ValueId v : n.inputs) {
+      if (!recomputed[v] || readers[v].front() == int(i) ||
+          std::any_of(restore.begin(), restore.end(), [&](auto& r) { return r.first == v; }))
+        continue;
+      const ir::Node& cast = nodes[size_t(g.values()[v].node)];
+      const ir::TypeInfo& t = g.type(v);
+      ValueId copy = rw.graph().add_node_typed(*cast.op, rw.map(cast.inputs), cast.attrs, {&t, 1}).outputs[0];
+      restore.push_back({v, rw[v]});
+      rw.alias(v, copy);
+    }
+    rw.copy(n);
+    for (auto [v, first] : restore) rw.alias(v, first);
+  }
+  return rw.finish();
+}
+
 }  // namespace
 
-ir::Graph fuse(const ir::Graph& g) { return Fuser(g).run(); }
+ir::Graph fuse(const ir::Graph& g) { return Fuser(recompute_widening_casts(g)).run(); }
 
 }  // namespace kiln::compiler

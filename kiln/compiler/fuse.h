@@ -22,6 +22,13 @@ namespace kiln::compiler {
 // fuse.cc). Side-effecting nodes also depend on the previous one, so
 // collectives keep their order. Groups of one node stay as they are. The
 // result is in a valid order and every graph output keeps its type.
+//
+// A widening cast (its result has more bytes per element than its input;
+// bf16 -> f32) that is not returned and whose readers all fuse with it is
+// recomputed in each reader's group from the narrower input rather than
+// written once and read back wide: gradient clipping reads each bf16
+// gradient as f32 in the norm and again in the optimizer update, and so
+// never materialises the f32 gradients.
 ir::Graph fuse(const ir::Graph& g);
 
 }  // namespace kiln::compiler

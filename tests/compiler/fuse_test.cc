@@ -270,6 +270,61 @@ TEST(Fuse, CastsAndComparisonsFuseAndTypesArePreserved) {
   ASSERT_EQ(g.nodes().size(), 1u) << ir::to_text(g);
 }
 
+// Gradient clipping: the norm and the update both read the f32 widening of
+// a bf16 gradient. Each group widens it itself; no f32 [64,32] is written.
+TEST(Fuse, AWideningCastReadByTwoGroupsIsRecomputedInEach) {
+  const char* text = R"(
+    graph(%0: bf16[64,32], %1: f32[64,32]) {
+      %2: f32[64,32] = cast(%0) {dtype=f32}
+      %3: f32[64,32] = square(%2)
+      %4: f32[] = sum(%3) {axes=[0,1]}
+      %5: f32[] = sqrt(%4)
+      %6: f32[64,32] = mul(%2, %5)
+      %7: f32[64,32] = sub(%1, %6)
+      return %7, %5
+    })";
+  ir::Graph g = fused(text);
+  ASSERT_EQ(count_op(g, "fused"), 2) << ir::to_text(g);
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op->name != "fused") continue;
+    EXPECT_EQ(count_op(parse_fused_body(n.attrs.s("body")), "cast"), 1) << ir::to_text(g);
+    EXPECT_EQ(n.inputs[0], g.inputs()[0]) << "each group reads the bf16 gradient\n" << ir::to_text(g);
+  }
+  EXPECT_EQ(g.type(g.nodes()[0].outputs[0]), (ir::TypeInfo{DType::f32, {}})) << ir::to_text(g);
+  EXPECT_EQ(g.nodes()[0].outputs.size(), 1u) << ir::to_text(g);
+  EXPECT_TRUE(same_results(evaluate(g), evaluate(ir_graph(text))));
+}
+
+// A widening cast stays one materialised value when a reader cannot fuse
+// with it or it is returned; a narrowing one is never recomputed.
+TEST(Fuse, OtherCastsAreWrittenOnce) {
+  for (const char* text : {R"(
+    graph(%0: bf16[8,8], %1: f32[8,8]) {
+      %2: f32[8,8] = cast(%0) {dtype=f32}
+      %3: f32[8,8] = matmul(%2, %1)
+      %4: f32[8,8] = exp(%2)
+      return %3, %4
+    })", R"(
+    graph(%0: bf16[8,8]) {
+      %1: f32[8,8] = cast(%0) {dtype=f32}
+      %2: f32[8] = sum(%1) {axes=[0]}
+      %3: f32[8,8] = exp(%1)
+      return %2, %3, %1
+    })", R"(
+    graph(%0: f32[8,8]) {
+      %1: bf16[8,8] = cast(%0) {dtype=bf16}
+      %2: bf16[8] = sum(%1) {axes=[0]}
+      %3: bf16[8,8] = exp(%1)
+      return %2, %3
+    })"}) {
+    ir::Graph g = fused(text);
+    int casts = count_op(g, "cast");
+    for (const ir::Node& n : g.nodes())
+      if (n.op->name == "fused") casts += count_op(parse_fused_body(n.attrs.s("body")), "cast");
+    EXPECT_EQ(casts, 1) << ir::to_text(g);
+  }
+}
+
 TEST(Fuse, IsIdempotent) {
   ir::Graph once = fused(R"(
     graph(%0: f32[16]) {
