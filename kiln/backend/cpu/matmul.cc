@@ -139,16 +139,23 @@ void one_thread_product(const Operand& a, const Operand& b, const Operand& c) {
 }
 
 // out = op(a) @ op(b) in f32 over dense operands (batch dims broadcast where
-// one has size 1): every block of kRows whole rows of an output matrix is
-// one oneDNN product on one thread. Whole rows keep op(b) and the block of
-// the output dense, and blocks of fewer rows or columns ran at half speed
-// (oneDNN 2.7 on an AVX2 EPYC, 2048^3: 512 rows 79 GFLOP/s a core, 128 rows
-// or 512 columns 38-40, the whole product 84).
+// one has size 1): each output matrix is cut into fixed blocks of whole rows,
+// each one oneDNN product on one thread over the whole of k. Whole rows keep
+// op(b) and the block of the output dense; blocks of up to kRows rows, as
+// fewer ran at half speed a core (oneDNN 2.7 on an AVX2 EPYC, 2048^3: 512
+// rows 79 GFLOP/s, 128 rows or 512 columns 38-40). But a matrix is cut into
+// at least kMinBlocks blocks of kMinRows rows or more: whole, a weight
+// gradient (m = dim = 256) ran on one thread. The blocks of a matrix are of
+// equal size, so threads share them evenly, and the cut depends on the
+// shapes alone, never on the thread count.
 void run_blocked(const TensorRef& a, bool ta, const TensorRef& b, bool tb, const TensorRef& out) {
-  constexpr int64_t kRows = 512;
+  constexpr int64_t kRows = 512, kMinBlocks = 2, kMinRows = 64;
   const int r = out.rank(), ra = a.rank(), rb = b.rank();
   const int64_t m = out.shape[r - 2], n = out.shape[r - 1];
   if (m == 0 || n == 0) return;
+  const int64_t per_batch =
+      std::clamp<int64_t>(m / kMinRows, 1, std::max<int64_t>(kMinBlocks, (m + kRows - 1) / kRows));
+  const int64_t block_rows = (m + per_batch - 1) / per_batch;
   // op(a) is [m, k]; lda and ldb are a's and b's row strides as stored.
   const int64_t k = ta ? a.shape[ra - 2] : a.shape[ra - 1], lda = a.shape[ra - 1],
                 ldb = b.shape[rb - 1];
@@ -165,11 +172,10 @@ void run_blocked(const TensorRef& a, bool ta, const TensorRef& b, bool tb, const
   }
   int64_t batches = 1;
   for (int d = 0; d < batch_rank; ++d) batches *= out.shape[d];
-  const int64_t per_batch = (m + kRows - 1) / kRows;
   const float* ap = a.ptr<float>();
   const float* bp = b.ptr<float>();
   float* cp = out.ptr<float>();
-  parallel_for(batches * per_batch, std::min(m, kRows) * n * k,
+  parallel_for(batches * per_batch, block_rows * n * k,
                [&](int64_t begin, int64_t end) {
     for (int64_t blk = begin; blk < end; ++blk) {
       int64_t batch = blk / per_batch, ao = 0, bo = 0;
@@ -179,7 +185,7 @@ void run_blocked(const TensorRef& a, bool ta, const TensorRef& b, bool tb, const
         ao += idx * a_step[size_t(d)];
         bo += idx * b_step[size_t(d)];
       }
-      const int64_t r0 = blk % per_batch * kRows, rows = std::min(kRows, m - r0);
+      const int64_t r0 = blk % per_batch * block_rows, rows = std::min(block_rows, m - r0);
       // op(a)'s rows r0.. and op(b), as strided 2-D views.
       Operand ab{const_cast<char*>(reinterpret_cast<const char*>(ap + ao + (ta ? r0 : r0 * lda))),
                  {rows, k}, {ta ? 1 : lda, ta ? lda : 1}};
