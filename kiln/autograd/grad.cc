@@ -74,7 +74,7 @@ class Backprop {
       if (!any) continue;
       // Only floating inputs that depend on what is differentiated carry
       // gradients anyone asked for.
-      std::unique_ptr<bool[]> wanted(new bool[node.inputs.size()]);
+      auto wanted = std::make_unique<bool[]>(node.inputs.size());
       bool wants_any = false;
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         ir::ValueId v = node.inputs[k];

@@ -305,7 +305,7 @@ ir::Graph recompute_widening_casts(const ir::Graph& g) {
   std::vector<bool> recomputed(g.values().size(), false);
   bool any = false;
   for (const ir::Node& n : nodes) {
-    if (n.op->name != "cast" || n.op->side_effects) continue;
+    if (!is_op(&n, "cast")) continue;
     ValueId y = n.outputs[0];
     if (itemsize(g.type(y).dtype) <= itemsize(g.type(n.inputs[0]).dtype) || returned[y] ||
         readers[y].size() < 2)
@@ -320,16 +320,15 @@ ir::Graph recompute_widening_casts(const ir::Graph& g) {
   Rewriter rw(g);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& n = nodes[i];
-    std::vector<std::pair<ValueId, ValueId>> restore;  // (cast result, its first copy's value)
+    // Each later reader reads its own copy (mapped to v while it is
+    // copied), the rest the first cast.
+    std::vector<std::pair<ValueId, ValueId>> restore;  // (cast result, the first cast's value)
     for (ValueId v : n.inputs) {
       if (!recomputed[v] || readers[v].front() == int(i) ||
           std::any_of(restore.begin(), restore.end(), [&](auto& r) { return r.first == v; }))
         continue;
-      const ir::Node& cast = nodes[size_t(g.values()[v].node)];
-      const ir::TypeInfo& t = g.type(v);
-      ValueId copy = rw.graph().add_node_typed(*cast.op, rw.map(cast.inputs), cast.attrs, {&t, 1}).outputs[0];
       restore.push_back({v, rw[v]});
-      rw.alias(v, copy);
+      rw.copy(nodes[size_t(g.values()[v].node)]);
     }
     rw.copy(n);
     for (auto [v, first] : restore) rw.alias(v, first);
