@@ -147,9 +147,11 @@ int kill_repeatedly(const std::string& args, const std::string& dump, int64_t st
 void expect_sigkills_lose_nothing(const std::function<std::string(const std::string&)>& args,
                                   const std::string& dir, int64_t steps,
                                   const std::string& launcher) {
-  const std::string whole = dir + "/whole", cut = dir + "/cut";
+  const std::string whole = dir + "/whole", cut = dir + "/cut", tmp = dir + "/tmp";
+  std::filesystem::create_directories(tmp);
+  const std::string launch = "env TMPDIR=" + tmp + " " + launcher;
   const auto t0 = std::chrono::steady_clock::now();
-  CliRun first = run_cli(args(whole), launcher);
+  CliRun first = run_cli(args(whole), launch);
   ASSERT_EQ(first.status, 0) << first.output;
   const int64_t run_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::steady_clock::now() - t0)
@@ -161,7 +163,7 @@ void expect_sigkills_lose_nothing(const std::function<std::string(const std::str
   int killed = 0;
   for (int attempt = 0; attempt < 3 && killed < 3; ++attempt) {
     std::filesystem::remove_all(cut);
-    killed = kill_repeatedly(args(cut), cut, steps, run_ms >> attempt, launcher, [&] {
+    killed = kill_repeatedly(args(cut), cut, steps, run_ms >> attempt, launch, [&] {
       // Whatever the kill left, every checkpoint listed is whole.
       const train::CheckpointManager checkpoints(cut + "/checkpoint");
       for (int64_t s : checkpoints.steps())
@@ -169,7 +171,7 @@ void expect_sigkills_lose_nothing(const std::function<std::string(const std::str
     });
   }
   EXPECT_GE(killed, 3) << "too few kills landed to test anything";
-  CliRun last = run_cli(args(cut), launcher);
+  CliRun last = run_cli(args(cut), launch);
   ASSERT_EQ(last.status, 0) << last.output;
   EXPECT_EQ(read_losses(cut), want);
 }

@@ -48,7 +48,8 @@ int kill_repeatedly(const std::string& args, const std::string& dump, int64_t st
 // (timed), then again and again into <dir>/cut under kill_repeatedly, every
 // checkpoint listed loading after each round, then once more to the end:
 // the losses must equal the uninterrupted run's, bit for bit, and at least
-// 3 kills must have landed.
+// 3 kills must have landed. The runs' temporary files (TMPDIR), which a kill
+// leaves behind, go to <dir>/tmp.
 void expect_sigkills_lose_nothing(const std::function<std::string(const std::string&)>& args,
                                   const std::string& dir, int64_t steps,
                                   const std::string& launcher = "");
