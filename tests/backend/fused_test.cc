@@ -4,11 +4,14 @@
 // the first call does not wait for the compiler; bad bodies give errors that
 // say what is wrong.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <thread>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "kiln/base/error.h"
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/compile_pool.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/kernel.h"
@@ -36,13 +40,20 @@ using ir::IntList;
 using ir::ValueId;
 
 // Compiled kernels go to a private cache directory, not the user's; it is
-// removed when the test ends.
+// removed when the test ends, once no build can still write into it. A
+// death test's child (this program again) uses its parent's.
 struct PrivateCache {
-  test::TempDir dir;
+  std::optional<test::TempDir> dir;
   PrivateCache() {
-    if (dir.path().empty()) return;
-    setenv("KILN_CACHE_DIR", dir.path().c_str(), 1);
-    setenv("KILN_L2_CACHE_DIR", (dir.path() + "/l2").c_str(), 1);
+    if (std::getenv("KILN_FUSED_TEST_CACHE")) return;
+    dir.emplace();
+    if (dir->path().empty()) return;
+    setenv("KILN_FUSED_TEST_CACHE", "1", 1);
+    setenv("KILN_CACHE_DIR", dir->path().c_str(), 1);
+    setenv("KILN_L2_CACHE_DIR", (dir->path() + "/l2").c_str(), 1);
+  }
+  ~PrivateCache() {
+    if (dir) wait_for_compile_jobs();
   }
 } private_cache;
 
@@ -478,8 +489,8 @@ TEST_F(Fused, ACompiledProgramStartsItsBuildsBeforeItsFirstCall) {
   EXPECT_EQ(fused_stats().interpreted, before.interpreted) << "nothing ran yet";
 }
 
-// A process that exits while its compiler runs stops the compiler and
-// leaves no files behind.
+// A process that exits while its compiler runs, or while the build's files
+// are being written, stops the compiler and leaves no files behind.
 TEST(FusedExit, StopsTheCompilerAndLeavesNoFiles) {
   namespace fs = std::filesystem;
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child re-runs this test up to here
@@ -489,7 +500,8 @@ TEST(FusedExit, StopsTheCompilerAndLeavesNoFiles) {
     setenv("KILN_FUSED_EXIT_TEST_DIR", d, 1);
   }
   const std::string dir = std::getenv("KILN_FUSED_EXIT_TEST_DIR");
-  auto child = [&] {
+  // Starts a build and exits the moment `dir` holds a file named `trigger`.
+  auto child = [&](const std::string& trigger) {
     setenv("TMPDIR", dir.c_str(), 1);
     set_codegen_mode(CodegenMode::async);
     Body b;
@@ -499,28 +511,81 @@ TEST(FusedExit, StopsTheCompilerAndLeavesNoFiles) {
     TensorRef i{in, DType::f32, {4}, {1}}, o{out, DType::f32, {4}, {1}};
     ir::Attrs attrs{{"body", body}, {"kind", std::string("elementwise")}};
     find_kernel(DeviceKind::cpu, "fused")->fn(KernelArgs{{&i, 1}, {&o, 1}, attrs, fused_op()});
-    // Exit as soon as the compiler works on the kernel.
-    auto compiling = [&] {
+    auto seen = [&] {
       try {
         for (const auto& e : fs::recursive_directory_iterator(dir))
-          if (e.path().filename() == "kernel.cc") return true;
+          if (e.path().filename().string().starts_with(trigger)) return true;
       } catch (const fs::filesystem_error&) {  // a directory went away meanwhile
       }
       return false;
     };
-    for (int i = 0; i < 3000 && !compiling(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::exit(compiling() ? 0 : 3);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < give_up)
+      if (seen()) std::exit(0);
+    std::exit(3);
   };
-  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
-  bool empty = false;
-  for (int i = 0; i < 500 && !empty; ++i) {  // the compiler's processes end after the child
-    empty = fs::is_empty(dir);
-    if (!empty) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto expect_empty = [&] {
+    bool empty = false;
+    for (int i = 0; i < 500 && !empty; ++i) {  // the compiler's processes end after the child
+      empty = fs::is_empty(dir);
+      if (!empty) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(empty) << dir << " still holds files";
+  };
+  // While the compiler runs.
+  EXPECT_EXIT(child("kernel.cc"), ::testing::ExitedWithCode(0), "");
+  expect_empty();
+  // As soon as the build's directory exists: its source is being written.
+  for (int round = 0; round < 5; ++round) {
+    EXPECT_EXIT(child("kiln-fused-"), ::testing::ExitedWithCode(0), "");
+    expect_empty();
   }
-  EXPECT_TRUE(empty) << dir << " still holds files";
   std::error_code ec;
   fs::remove_all(dir, ec);
   unsetenv("KILN_FUSED_EXIT_TEST_DIR");
+}
+
+// The directories of killed processes go with a later process's first
+// build; those of live processes, and recent ones, stay.
+TEST(FusedExit, ALaterBuildRemovesTheDirectoriesOfKilledProcesses) {
+  namespace fs = std::filesystem;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child is a fresh process
+  if (!std::getenv("KILN_FUSED_SWEEP_TEST_DIR")) {
+    char d[] = "/tmp/kiln-sweep-test-XXXXXX";
+    ASSERT_TRUE(mkdtemp(d));
+    setenv("KILN_FUSED_SWEEP_TEST_DIR", d, 1);
+  }
+  const fs::path dir = std::getenv("KILN_FUSED_SWEEP_TEST_DIR");
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  const auto hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  auto make = [&](const std::string& name, bool old) {
+    fs::create_directories(dir / name);
+    std::ofstream(dir / name / "kernel.cc") << "int x;";
+    if (old) fs::last_write_time(dir / name, hour_ago);
+    return dir / name;
+  };
+  const std::string dead_prefix = "kiln-fused-" + std::to_string(dead) + "-";
+  const fs::path killed = make(dead_prefix + "aaaaaa", true);
+  const fs::path recent = make(dead_prefix + "bbbbbb", false);
+  const fs::path live = make("kiln-fused-" + std::to_string(getpid()) + "-cccccc", true);
+  const fs::path other = make("kiln-fused-exit-dddddd", true);
+  EXPECT_EXIT(
+      {
+        setenv("TMPDIR", dir.c_str(), 1);
+        build_shared_object("extern \"C\" int kiln_sweep_test() { return 1; }");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_FALSE(fs::exists(killed)) << "a killed process's directory stayed";
+  EXPECT_TRUE(fs::exists(recent)) << "a recent directory went";
+  EXPECT_TRUE(fs::exists(live)) << "a live process's directory went";
+  EXPECT_TRUE(fs::exists(other)) << "a directory not named by a build went";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  unsetenv("KILN_FUSED_SWEEP_TEST_DIR");
 }
 
 TEST_F(Fused, GeneratedSourceEmbedsTheMathHeaders) {

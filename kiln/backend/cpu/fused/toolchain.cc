@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -34,30 +37,45 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f << bytes;
-  KILN_CHECK(f.good(), "fused kernel: cannot write ", path);
-}
-
 // The compilers running and the directories in use. A process that exits
 // while a build runs in the background (whose result it can no longer use)
-// stops the compiler and leaves no files behind.
+// stops the compiler and leaves no files behind: directories are made and
+// files written under the lock, and none once the exit has begun, so the
+// exit's cleanup never races a writer.
 class Live {
  public:
   static Live& get() {
     static Live* live = new Live;  // never destroyed: used during exit
     return *live;
   }
-  void add_dir(const std::string& d) {
+  std::string make_dir() {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string parent = tmp && *tmp ? tmp : "/tmp";
+    std::string pattern = cat(parent, "/", kDirPrefix, getpid(), "-XXXXXX");
     std::lock_guard lock(mu_);
-    dirs_.insert(d);
+    check_not_exiting();
+    if (!swept_) {
+      swept_ = true;
+      remove_dirs_of_killed_processes(parent);
+    }
+    KILN_CHECK(mkdtemp(pattern.data()), "fused kernel: cannot create a directory like ", pattern,
+               ": ", std::strerror(errno), "; set TMPDIR to a writable directory");
+    dirs_.insert(pattern);
+    return pattern;
   }
   void remove_dir(const std::string& d) {
     std::lock_guard lock(mu_);
     std::error_code ec;
     fs::remove_all(d, ec);
     dirs_.erase(d);
+  }
+  void write_file(const std::string& path, const std::string& bytes) {
+    std::lock_guard lock(mu_);
+    check_not_exiting();
+    std::ofstream f(path, std::ios::binary);
+    f << bytes;
+    f.close();
+    KILN_CHECK(f.good(), "fused kernel: cannot write ", path);
   }
   void add_group(pid_t pgid) {
     std::lock_guard lock(mu_);
@@ -67,24 +85,57 @@ class Live {
   void remove_group(pid_t pgid) {
     std::lock_guard lock(mu_);
     groups_.erase(pgid);
+    group_ended_.notify_all();
   }
   bool exiting() {
     std::lock_guard lock(mu_);
     return exiting_;
   }
   void shut_down() {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     exiting_ = true;
     for (pid_t g : groups_) kill(-g, SIGTERM);  // gcc then deletes its temporary files
+    // A stopped compiler may still be writing: wait (a little) until it is gone.
+    group_ended_.wait_for(lock, std::chrono::seconds(5), [&] { return groups_.empty(); });
     std::error_code ec;
     for (const std::string& d : dirs_) fs::remove_all(d, ec);
   }
 
  private:
+  void check_not_exiting() const {
+    KILN_CHECK(!exiting_, "fused kernel: not built, the process is exiting");
+  }
+  // A process killed outright (SIGKILL: a scheduler's preemption, the OOM
+  // killer) cannot clean up: the first build of a later process removes
+  // what such processes left in `parent`. Only directories untouched for
+  // 10 minutes go, as `pid` may name a live process of another PID
+  // namespace sharing the folder; no build takes that long.
+  static void remove_dirs_of_killed_processes(const std::string& parent) {
+    std::error_code ec;
+    const auto old = fs::file_time_type::clock::now() - std::chrono::minutes(10);
+    for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!name.starts_with(kDirPrefix)) continue;
+      pid_t pid = 0;
+      const char* digits = name.c_str() + std::strlen(kDirPrefix);
+      const auto [after, parse_ec] = std::from_chars(digits, name.c_str() + name.size(), pid);
+      std::error_code stat_ec;
+      if (parse_ec != std::errc() || *after != '-' || pid <= 0 ||
+          !(kill(pid, 0) != 0 && errno == ESRCH) ||
+          fs::last_write_time(it->path(), stat_ec) > old || stat_ec)
+        continue;
+      fs::remove_all(it->path(), stat_ec);
+    }
+  }
+
+  static constexpr const char* kDirPrefix = "kiln-fused-";
+
   std::mutex mu_;
+  std::condition_variable group_ended_;
   std::set<std::string> dirs_;
   std::set<pid_t> groups_;
   bool exiting_ = false;
+  bool swept_ = false;
 };
 
 struct ShutDownAtExit {
@@ -94,14 +145,7 @@ struct ShutDownAtExit {
 // A fresh private directory, removed with everything in it when destroyed.
 class TempDir {
  public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = cat(tmp && *tmp ? tmp : "/tmp", "/kiln-fused-XXXXXX");
-    KILN_CHECK(mkdtemp(pattern.data()), "fused kernel: cannot create a directory like ", pattern,
-               ": ", std::strerror(errno), "; set TMPDIR to a writable directory");
-    path_ = pattern;
-    Live::get().add_dir(path_);
-  }
+  TempDir() : path_(Live::get().make_dir()) {}
   ~TempDir() { Live::get().remove_dir(path_); }
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
@@ -193,7 +237,7 @@ std::string build_shared_object(const std::string& source) {
   const Toolchain& t = toolchain();
   TempDir dir;
   std::string src = dir.file("kernel.cc"), so = dir.file("kernel.so"), log = dir.file("log.txt");
-  write_file(src, source);
+  Live::get().write_file(src, source);
   std::vector<std::string> argv{t.cxx};
   argv.insert(argv.end(), t.flags.begin(), t.flags.end());
   argv.insert(argv.end(), {src, "-o", so});
@@ -210,7 +254,7 @@ std::shared_ptr<SharedObject> SharedObject::load(const std::string& bytes) {
   // dlopen needs a file: a private temporary one, unlinked once loaded.
   TempDir dir;
   std::string path = dir.file("kernel.so");
-  write_file(path, bytes);
+  Live::get().write_file(path, bytes);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   KILN_CHECK(handle, "fused kernel: cannot load a generated kernel: ", dlerror());
   return std::shared_ptr<SharedObject>(new SharedObject(handle));
