@@ -22,8 +22,8 @@ bool same_machine(const Peak& a, const Peak& b) {
 
 nlohmann::json to_json(const Peak& p) {
   return {{"cpu", p.cpu},           {"onednn_isa", p.onednn_isa},   {"threads", p.threads},
-          {"bf16_gflops", p.bf16_gflops}, {"f32_gflops", p.f32_gflops}, {"method", p.method},
-          {"seconds", p.seconds}};
+          {"build", p.build},       {"bf16_gflops", p.bf16_gflops}, {"f32_gflops", p.f32_gflops},
+          {"method", p.method},     {"seconds", p.seconds}};
 }
 
 // Holds an exclusive flock on "<path>.lock" while it lives; without a
@@ -82,6 +82,7 @@ std::vector<Peak> load_peaks(const std::filesystem::path& path) {
       p.cpu = e.value("cpu", "");
       p.onednn_isa = e.value("onednn_isa", "");
       p.threads = e.value("threads", 0);
+      p.build = e.value("build", "");
       p.bf16_gflops = e.value("bf16_gflops", 0.0);
       p.f32_gflops = e.value("f32_gflops", 0.0);
       p.method = e.value("method", "");
@@ -112,7 +113,7 @@ PeakLookup cached_or_measured_peak(const std::filesystem::path& path, const Peak
                                    DType compute, const std::function<Peak()>& measure) {
   CacheLock lock(path);  // a run that waited here finds the other's measurement
   for (const Peak& p : load_peaks(path))
-    if (same_machine(p, key) && peak_gflops(p, compute) > 0) return {p};
+    if (same_machine(p, key) && p.build == key.build && peak_gflops(p, compute) > 0) return {p};
   PeakLookup r{measure(), true};
   try {
     save_peak(r.peak, path);

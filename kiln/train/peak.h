@@ -14,11 +14,14 @@
 namespace kiln {
 
 // One measurement. It holds for the CPU model, GEMM ISA and thread count it
-// was taken with, and for no other.
+// was taken with, and for no other; and for the kiln build that took it,
+// as that build's matmuls are what it timed (a faster GEMM in a later build
+// would otherwise leave MFU divided by the old, lower rate).
 struct Peak {
   std::string cpu;         // model name from /proc/cpuinfo
   std::string onednn_isa;  // what oneDNN dispatched to
   int threads = 0;
+  std::string build;  // kiln_build_id() of the build that measured
   double bf16_gflops = 0;  // best over the measured shapes; 0: not measured
   double f32_gflops = 0;
   std::string method;  // "quick" (the trainer, on first use) or "thorough" (kiln bench peak)
@@ -33,7 +36,7 @@ std::filesystem::path peak_cache_path();
 // Every measurement in the file; none when it is absent or unreadable.
 std::vector<Peak> load_peaks(const std::filesystem::path& path);
 // Adds `peak` to the file atomically, replacing the measurement taken with
-// the same CPU model, ISA and thread count.
+// the same CPU model, ISA and thread count (by any build).
 void save_peak(const Peak& peak, const std::filesystem::path& path);
 
 // How a peak was found for a run: cached, or measured now (and cached).
@@ -43,8 +46,8 @@ struct PeakLookup {
   std::string cache_error;  // why a new measurement could not be cached
 };
 
-// The cached measurement for `key`'s CPU, ISA and thread count that has
-// `compute`; else `measure()`, saved to `path`. Processes sharing the cache
+// The cached measurement for `key`'s CPU, ISA, thread count and build that
+// has `compute`; else `measure()`, saved to `path`. Processes sharing the cache
 // take turns (a lock file beside it), so concurrent runs measure once and
 // not against each other. An unreadable file is measured over; an
 // unwritable one leaves the measurement uncached (cache_error says why).

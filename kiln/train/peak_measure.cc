@@ -8,6 +8,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/build_id.h"
 #include "kiln/runtime/threads.h"
 
 namespace kiln::train {
@@ -25,13 +26,15 @@ std::string fixed1(double x) {
   return s.str();
 }
 
-// This CPU's model, ISA and the thread count: what a measurement holds for.
+// This CPU's model, ISA, the thread count and this build: what a
+// measurement holds for.
 Peak cpu_key(int threads) {
   Backend& b = backend(kCPU);
   Peak key;
   key.cpu = b.model(0);
   key.onednn_isa = b.gemm_isa(0);
   key.threads = threads;
+  key.build = kiln_build_id();
   return key;
 }
 

@@ -1,5 +1,5 @@
 // The peak cache MFU divides by (kiln/train/peak.h): a measurement is used
-// only for the CPU model, ISA and thread count it was taken with; anything
+// only for the CPU model, ISA, thread count and build it was taken with; anything
 // else, or a file that cannot be read, means measuring again, never a crash.
 // The measurement itself is a stub here: nothing depends on timing.
 #include "kiln/train/peak.h"
@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/build_id.h"
 #include "kiln/train/peak_measure.h"
 
 namespace kiln {
@@ -33,6 +34,7 @@ class PeakCache : public ::testing::Test {
     p.cpu = cpu;
     p.onednn_isa = "avx512_core_bf16";
     p.threads = threads;
+    p.build = "build 1";
     return p;
   }
 
@@ -86,6 +88,21 @@ TEST_F(PeakCache, AnotherCpuOrThreadCountIsMeasuredAndKeptBeside) {
   EXPECT_EQ(measured_, 4);
 }
 
+// Another build's GEMMs may be faster or slower: its measurement is taken
+// again, and replaces the old one.
+TEST_F(PeakCache, AnotherBuildsMeasurementIsMeasuredOver) {
+  lookup(key("cpu A", 2), DType::f32, 100);
+  Peak rebuilt = key("cpu A", 2);
+  rebuilt.build = "build 2";
+  PeakLookup r = lookup(rebuilt, DType::f32, 120);
+  EXPECT_TRUE(r.measured_now);
+  EXPECT_EQ(r.peak.f32_gflops, 120);
+  ASSERT_EQ(load_peaks(path_).size(), 1u);
+  EXPECT_EQ(load_peaks(path_)[0].build, "build 2");
+  EXPECT_FALSE(lookup(rebuilt, DType::f32, 999).measured_now);
+  EXPECT_EQ(measured_, 2);
+}
+
 TEST_F(PeakCache, ADtypeNotMeasuredIsMeasured) {
   Peak f32_only = key("cpu A", 2);
   f32_only.f32_gflops = 100;
@@ -129,14 +146,15 @@ TEST_F(PeakCache, AnUnwritableCacheStillGivesThePeak) {
   EXPECT_NE(r.cache_error.find("peak.json"), std::string::npos) << r.cache_error;
 }
 
-// The trainer's entry point finds this CPU's cached entry without measuring
-// (the cached figure is one no measurement here would give).
+// The trainer's entry point finds this CPU's and this build's cached entry
+// without measuring (the cached figure is one no measurement here would give).
 TEST_F(PeakCache, RunPeakUsesThisCpusCachedEntry) {
   const char* old = std::getenv("KILN_CACHE_DIR");
   std::string saved = old ? old : "";
   ::setenv("KILN_CACHE_DIR", dir_.c_str(), 1);
   Peak p = key(backend(kCPU).model(0), 3);
   p.onednn_isa = backend(kCPU).gemm_isa(0);
+  p.build = kiln_build_id();
   p.f32_gflops = 123456;
   p.bf16_gflops = 234567;
   p.method = "thorough";
