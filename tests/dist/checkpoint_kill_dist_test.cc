@@ -21,9 +21,10 @@ TEST(CheckpointKillMpi, RandomSigkillsOfTheWholeJobLoseNothing) {
   const int steps = 60;
   const char* mpiexec = std::getenv("KILN_MPIEXEC");
   ASSERT_NE(mpiexec, nullptr) << "ctest sets KILN_MPIEXEC";
-  // A killed mpirun leaves its session directory (megabytes of PMIx store
-  // per job) behind: it goes to the runs' temporary folder in `dir`.
-  const std::string session = dir / "tmp/";
+  // A killed job leaves its session directory (megabytes of PMIx store) and
+  // its ranks' shared-memory segments (in /dev/shm: memory) behind: they go
+  // to the runs' temporary folder in `dir`.
+  const std::string tmp = dir / "tmp/";
   expect_sigkills_lose_nothing(
       [&](const std::string& dump) {
         return debug_train_args(dir / "corpus.txt", dump, steps,
@@ -32,7 +33,8 @@ TEST(CheckpointKillMpi, RandomSigkillsOfTheWholeJobLoseNothing) {
                                 "--checkpoint.keep_latest_k 3 --lr_scheduler.warmup_steps 2");
       },
       dir.path(), steps,
-      std::string(mpiexec) + " --mca orte_tmpdir_base " + session + " -n 2");
+      std::string(mpiexec) + " --mca orte_tmpdir_base " + tmp + " --mca btl_vader_backing_directory " +
+          tmp + " -n 2");
   const std::string last = "whole/checkpoint/step-" + std::to_string(steps);
   EXPECT_TRUE(std::filesystem::exists(dir / (last + "/model-00001-of-00002.safetensors")))
       << "the checkpoints are not sharded: this tests nothing of sharding";
