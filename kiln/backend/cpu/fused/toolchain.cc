@@ -58,10 +58,11 @@ class Live {
       swept_ = true;
       remove_dirs_of_killed_processes(parent);
     }
-    KILN_CHECK(mkdtemp(pattern.data()), "fused kernel: cannot create a directory like ", pattern,
+    std::string path = pattern;  // mkdtemp fills in the X's
+    KILN_CHECK(mkdtemp(path.data()), "fused kernel: cannot create a directory like ", pattern,
                ": ", std::strerror(errno), "; set TMPDIR to a writable directory");
-    dirs_.insert(pattern);
-    return pattern;
+    dirs_.insert(path);
+    return path;
   }
   void remove_dir(const std::string& d) {
     std::lock_guard lock(mu_);
