@@ -25,6 +25,7 @@ esac
 # ccache keys on paths relative to the checkout, so a fresh clone (as CI
 # makes) reuses what an earlier build compiled.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+source scripts/disk_space.sh
 
 # Installed without recommends: every package the build needs is named here,
 # so a fresh machine fails the same way a developer's machine does.
@@ -59,12 +60,14 @@ if [ "$scope" = all ]; then
   # the benchmarks' peers (bench/requirements.txt: JAX). --system-site-packages
   # lets an existing matching install be reused instead of downloaded again.
   if [ ! -x .venv/bin/python ]; then
+    need_space 8 "the Python environment (.venv: PyTorch, JAX; about 6 GiB) and the build"
     python3 -m venv --system-site-packages .venv
   fi
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     -r scripts/requirements.txt -r bench/requirements.txt
 fi
 
+[ -d build ] || need_space 1 "the build (build/)"
 # KILN_CMAKE_ARGS: extra configure arguments (CI disables OpenCL with them).
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${KILN_CMAKE_ARGS:-} >/dev/null
 if [ "$scope" = all ]; then

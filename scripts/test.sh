@@ -18,6 +18,15 @@ case "${1:-}" in
   ""|--quick|--full) ;;
   *) echo "test.sh: unknown argument '$1' (expected nothing, --quick or --full)" >&2; exit 2 ;;
 esac
+# Room for what is not there yet: the Python environment (about 6 GiB),
+# the builds (build/ under 1 GiB, build-asan/ about 3.5 GiB).
+source scripts/disk_space.sh
+gib=1 parts="the build"
+[ -x .venv/bin/python ] || gib=$((gib + 7)) parts="the Python environment (.venv), $parts"
+if [ "${1:-}" != "--quick" ] && [ ! -d build-asan ]; then
+  gib=$((gib + 4)) parts="$parts and the AddressSanitizer build (build-asan)"
+fi
+need_space "$gib" "$parts"
 bash scripts/setup.sh
 # ccache keys on paths relative to the checkout, so a fresh clone (as CI
 # makes) reuses what an earlier build compiled.
