@@ -80,28 +80,38 @@ void add_cache(CLI::App& app) {
               << (id.build.empty() ? "unknown" : id.build.substr(0, 12)) << ")\n";
     int64_t stale = print_tier_line(cache, CacheTier::l2, "L2 host-local:  ") +
                     print_tier_line(cache, CacheTier::l3, "L3 persistent:  ");
-    if (stale) std::cout << "stale entries come from another kiln version, compiler or build and are never used\n";
+    if (stale)
+      std::cout << "stale entries come from another kiln version, compiler or build and are never "
+                   "used (`kiln cache clear --stale` removes them)\n";
     print_recorded_stats(cache.recorded_stats());
   });
 
   auto* clear = cmd->add_subcommand("clear", "Delete the cache's entries (both tiers unless one is named)");
-  auto only = std::make_shared<std::pair<bool, bool>>(false, false);  // --l2, --l3
-  clear->add_flag("--l2", only->first, "Clear the host-local tier (L2)");
-  clear->add_flag("--l3", only->second, "Clear the persistent tier (L3)");
+  struct ClearFlags {
+    bool l2 = false, l3 = false, stale = false;
+  };
+  auto only = std::make_shared<ClearFlags>();
+  clear->add_flag("--l2", only->l2, "Clear the host-local tier (L2)");
+  clear->add_flag("--l3", only->l3, "Clear the persistent tier (L3)");
+  clear->add_flag("--stale", only->stale,
+                  "Delete only the entries this build cannot use (another kiln version, compiler or "
+                  "build; corrupt)");
   clear->callback([only] {
     CompileCache& cache = CompileCache::instance();
-    bool both = !only->first && !only->second;
-    for (auto [tier, chosen, label] : {std::tuple{CacheTier::l2, only->first || both, "L2"},
-                                       std::tuple{CacheTier::l3, only->second || both, "L3"}}) {
+    bool both = !only->l2 && !only->l3;
+    for (auto [tier, chosen, label] : {std::tuple{CacheTier::l2, only->l2 || both, "L2"},
+                                       std::tuple{CacheTier::l3, only->l3 || both, "L3"}}) {
       std::string dir = tier == CacheTier::l2 ? cache.l2_dir() : cache.l3_dir();
       if (!chosen) continue;
       if (dir.empty()) {
         std::cout << label << " off (" << cache.disabled_reason(tier) << "): nothing to remove\n";
         continue;
       }
-      CacheDir::Usage removed = CacheDir(dir).clear();
+      CacheDir::Usage removed =
+          only->stale ? CacheDir(dir).clear_unusable(build_identity()) : CacheDir(dir).clear();
       std::cout << label << " " << dir << ": removed " << removed.entries
-                << (removed.entries == 1 ? " entry, " : " entries, ") << human_bytes(removed.bytes) << "\n";
+                << (only->stale ? " unusable" : "") << (removed.entries == 1 ? " entry, " : " entries, ")
+                << human_bytes(removed.bytes) << "\n";
     }
   });
 }

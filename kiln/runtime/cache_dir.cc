@@ -128,8 +128,8 @@ CacheDir::Lock CacheDir::lock(const std::string& name) const {
   return Lock(fd);
 }
 
-CacheDir::Usage CacheDir::usage(const EntryIdentity& identity) const {
-  Usage u;
+std::vector<CacheDir::EntryFile> CacheDir::entry_files(const EntryIdentity& identity) const {
+  std::vector<EntryFile> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(path_, ec)) {
     std::string name = e.path().filename().string();
@@ -138,14 +138,36 @@ CacheDir::Usage CacheDir::usage(const EntryIdentity& identity) const {
     if (fd < 0) continue;  // removed since the listing
     struct stat st;
     std::string head;
-    if (::fstat(fd, &st) == 0 && read_upto(fd, 1 << 16, head)) {
-      ++u.entries;
-      u.bytes += st.st_size;
-      EntryStatus s = parse_header(head, identity).status;
-      u.stale += s == EntryStatus::stale;
-      u.corrupt += s == EntryStatus::corrupt;
-    }
+    if (::fstat(fd, &st) == 0 && read_upto(fd, 1 << 16, head))
+      out.push_back({name, {st.st_dev, st.st_ino}, st.st_size, parse_header(head, identity).status});
     ::close(fd);
+  }
+  return out;
+}
+
+namespace {
+
+void count(CacheDir::Usage& u, int64_t bytes, EntryStatus s) {
+  ++u.entries;
+  u.bytes += bytes;
+  u.stale += s == EntryStatus::stale;
+  u.corrupt += s == EntryStatus::corrupt;
+}
+
+}  // namespace
+
+CacheDir::Usage CacheDir::usage(const EntryIdentity& identity) const {
+  Usage u;
+  for (const EntryFile& f : entry_files(identity)) count(u, f.bytes, f.status);
+  return u;
+}
+
+CacheDir::Usage CacheDir::clear_unusable(const EntryIdentity& identity) const {
+  Usage u;
+  for (const EntryFile& f : entry_files(identity)) {
+    if (f.status == EntryStatus::ok) continue;
+    remove_if_same(f.name, f.id);
+    count(u, f.bytes, f.status);
   }
   return u;
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/runtime/cache_entry.h"
 
@@ -85,8 +86,21 @@ class CacheDir {
   // temporary and lock files) and nothing else; returns the entries and
   // bytes removed.
   Usage clear() const;
+  // Deletes the entries no run of `identity` can use (stale: another kiln
+  // version, compiler or build; or corrupt), each only while it is still the
+  // file that was judged; returns what it removed.
+  Usage clear_unusable(const EntryIdentity& identity) const;
 
  private:
+  struct EntryFile {
+    std::string name;
+    FileId id;
+    int64_t bytes = 0;
+    EntryStatus status = EntryStatus::ok;
+  };
+  // Every entry file here, judged by its header against `identity`.
+  std::vector<EntryFile> entry_files(const EntryIdentity& identity) const;
+
   std::string path_;
 };
 

@@ -87,6 +87,32 @@ TEST_F(CacheCli, ClearEmptiesTheChosenTiers) {
   EXPECT_NE(r.output.find("L2 off (KILN_CACHE=off): nothing to remove"), std::string::npos) << r.output;
 }
 
+// --stale deletes what this build cannot use and keeps what it can.
+TEST_F(CacheCli, ClearStaleKeepsTheEntriesThisBuildUses) {
+  CompileCache cache(options(true, true));
+  cache.put(key(1), "current");
+  CompileCache::Options older = options(true, true);
+  older.identity.build = "an earlier build";
+  CompileCache(older).put(key(2), "from an earlier build");
+  CompileCache(older).put(key(3), "from an earlier build too");
+  temp_.write("l3/000000000000000000000000000000000000000000000001-program.kce", "not an entry");
+  EXPECT_EQ(cache.disk_usage(CacheTier::l3).entries, 4);
+
+  auto r = run_cli("cache stats", env_);
+  EXPECT_NE(r.output.find("`kiln cache clear --stale` removes them"), std::string::npos) << r.output;
+  r = run_cli("cache clear --stale", env_);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("L2 " + l2_ + ": removed 2 unusable entries"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("L3 " + l3_ + ": removed 3 unusable entries"), std::string::npos) << r.output;
+  for (CacheTier t : {CacheTier::l2, CacheTier::l3}) {
+    CacheDir::Usage u = cache.disk_usage(t);
+    EXPECT_EQ(u.entries, 1) << cache_tier_name(t);
+    EXPECT_EQ(u.stale + u.corrupt, 0) << cache_tier_name(t);
+  }
+  CompileCache fresh(options(false, true));  // no L1: reads the file
+  EXPECT_EQ(fresh.get(key(1)), std::optional<std::string>("current"));
+}
+
 // Runs record their lookups in L3; `kiln cache stats` adds them up per kind
 // (programs apart from each backend's kernels), and clear forgets them.
 TEST_F(CacheCli, StatsReportsRecordedHitsAndCompileSecondsPerKind) {
