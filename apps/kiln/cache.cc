@@ -90,17 +90,17 @@ void add_cache(CLI::App& app) {
   struct ClearFlags {
     bool l2 = false, l3 = false, stale = false;
   };
-  auto only = std::make_shared<ClearFlags>();
-  clear->add_flag("--l2", only->l2, "Clear the host-local tier (L2)");
-  clear->add_flag("--l3", only->l3, "Clear the persistent tier (L3)");
-  clear->add_flag("--stale", only->stale,
+  auto flags = std::make_shared<ClearFlags>();
+  clear->add_flag("--l2", flags->l2, "Clear the host-local tier (L2)");
+  clear->add_flag("--l3", flags->l3, "Clear the persistent tier (L3)");
+  clear->add_flag("--stale", flags->stale,
                   "Delete only the entries this build cannot use (another kiln version, compiler or "
                   "build; corrupt)");
-  clear->callback([only] {
+  clear->callback([flags] {
     CompileCache& cache = CompileCache::instance();
-    bool both = !only->l2 && !only->l3;
-    for (auto [tier, chosen, label] : {std::tuple{CacheTier::l2, only->l2 || both, "L2"},
-                                       std::tuple{CacheTier::l3, only->l3 || both, "L3"}}) {
+    bool both = !flags->l2 && !flags->l3;
+    for (auto [tier, chosen, label] : {std::tuple{CacheTier::l2, flags->l2 || both, "L2"},
+                                       std::tuple{CacheTier::l3, flags->l3 || both, "L3"}}) {
       std::string dir = tier == CacheTier::l2 ? cache.l2_dir() : cache.l3_dir();
       if (!chosen) continue;
       if (dir.empty()) {
@@ -108,9 +108,9 @@ void add_cache(CLI::App& app) {
         continue;
       }
       CacheDir::Usage removed =
-          only->stale ? CacheDir(dir).clear_unusable(build_identity()) : CacheDir(dir).clear();
+          flags->stale ? CacheDir(dir).clear_unusable(build_identity()) : CacheDir(dir).clear();
       std::cout << label << " " << dir << ": removed " << removed.entries
-                << (only->stale ? " unusable" : "") << (removed.entries == 1 ? " entry, " : " entries, ")
+                << (flags->stale ? " unusable" : "") << (removed.entries == 1 ? " entry, " : " entries, ")
                 << human_bytes(removed.bytes) << "\n";
     }
   });

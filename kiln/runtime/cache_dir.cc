@@ -39,6 +39,14 @@ bool write_all(int fd, std::string_view bytes) {
   return true;
 }
 
+// Adds an entry file of `bytes` judged `s` to `u`.
+void count(CacheDir::Usage& u, int64_t bytes, EntryStatus s) {
+  ++u.entries;
+  u.bytes += bytes;
+  u.stale += s == EntryStatus::stale;
+  u.corrupt += s == EntryStatus::corrupt;
+}
+
 // Reads up to `limit` bytes of an open file.
 bool read_upto(int fd, size_t limit, std::string& out) {
   out.resize(limit);
@@ -144,17 +152,6 @@ std::vector<CacheDir::EntryFile> CacheDir::entry_files(const EntryIdentity& iden
   }
   return out;
 }
-
-namespace {
-
-void count(CacheDir::Usage& u, int64_t bytes, EntryStatus s) {
-  ++u.entries;
-  u.bytes += bytes;
-  u.stale += s == EntryStatus::stale;
-  u.corrupt += s == EntryStatus::corrupt;
-}
-
-}  // namespace
 
 CacheDir::Usage CacheDir::usage(const EntryIdentity& identity) const {
   Usage u;

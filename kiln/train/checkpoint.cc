@@ -1,17 +1,16 @@
 #include "kiln/train/checkpoint.h"
 
-#include <signal.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "kiln/base/error.h"
+#include "kiln/base/process.h"
 #include "kiln/data/tokenizer.h"
 #include "kiln/io/atomic_file.h"
 #include "kiln/models/hf_dir.h"
@@ -59,8 +58,6 @@ FileDigest digest(const std::string& path) {
   return d;
 }
 
-bool pid_alive(long pid) { return ::kill(pid_t(pid), 0) == 0 || errno == EPERM; }
-
 // Temporary directories left by dead writers ("step-N.tmp.<pid>").
 void remove_stale_temporaries(const std::string& folder) {
   std::error_code ec;
@@ -69,7 +66,7 @@ void remove_stale_temporaries(const std::string& folder) {
     auto at = name.find(".tmp.");
     if (!name.starts_with("step-") || at == std::string::npos) continue;
     long pid = std::atol(name.c_str() + at + 5);
-    if (pid == long(::getpid()) || !pid_alive(pid)) fs::remove_all(e.path(), ec);
+    if (pid == long(::getpid()) || !process_alive(pid_t(pid))) fs::remove_all(e.path(), ec);
   }
 }
 

@@ -22,6 +22,7 @@
 
 #include "kiln/backend/cpu/cpu_features.h"
 #include "kiln/base/error.h"
+#include "kiln/base/process.h"
 
 extern char** environ;
 
@@ -120,12 +121,9 @@ class Live {
       pid_t pid = 0;
       const char* digits = name.c_str() + std::strlen(kDirPrefix);
       const auto [after, parse_ec] = std::from_chars(digits, name.c_str() + name.size(), pid);
+      if (parse_ec != std::errc() || *after != '-' || pid <= 0 || process_alive(pid)) continue;
       std::error_code stat_ec;
-      if (parse_ec != std::errc() || *after != '-' || pid <= 0 ||
-          !(kill(pid, 0) != 0 && errno == ESRCH) ||
-          fs::last_write_time(it->path(), stat_ec) > old || stat_ec)
-        continue;
-      fs::remove_all(it->path(), stat_ec);
+      if (fs::last_write_time(it->path(), stat_ec) < old && !stat_ec) fs::remove_all(it->path(), stat_ec);
     }
   }
 
