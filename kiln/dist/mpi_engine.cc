@@ -9,6 +9,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
 #include "kiln/dist/world.h"
+#include "kiln/runtime/allocator.h"
 
 namespace kiln::dist::mpi {
 namespace {
@@ -187,8 +188,8 @@ bool Engine::poll() {
   std::vector<const Comm*> busy;  // an earlier operation still has MPI calls to make
   for (auto& op : in_flight_) {
     if (op->comm->failure) {
-      op->work->fail(cat("rank ", world_rank_, ": ", label(*op), " was not completed: an "
-                         "earlier operation on this group failed: ", *op->comm->failure));
+      abandon(*op, cat("rank ", world_rank_, ": ", label(*op), " was not completed: an "
+                       "earlier operation on this group failed: ", *op->comm->failure));
       progressed = true;
       continue;
     }
@@ -204,7 +205,7 @@ bool Engine::poll() {
                             " (ranks that run different collectives, or pass different sizes, "
                             "make MPI fail like this)");
       fail_comm(*op->comm, why);
-      op->work->fail(why);
+      abandon(*op, why);
       progressed = true;
     }
   }
@@ -233,6 +234,7 @@ bool Engine::advance(Op& op) {
     while (op.requests.empty() && !op.steps.empty()) {
       Step step = std::move(op.steps.front());
       op.steps.pop_front();
+      op.called_mpi |= step.communicates;
       step.run(op);
     }
     if (op.requests.empty()) op.work->finish();
@@ -300,12 +302,18 @@ bool Engine::diagnosis_done(Op& op) {
   why += ". Every rank must run the same collectives in the same order; if a rank is only slow, "
          "raise the timeout (--comm.timeout_seconds)";
   fail_comm(*op.comm, why);
-  op.work->fail(why);
+  abandon(op, why);
   return true;
 }
 
 void Engine::fail_comm(Comm& comm, const std::string& why) {
   if (!comm.failure) comm.failure = why;
+}
+
+void Engine::abandon(Op& op, const std::string& why) {
+  if (op.called_mpi)
+    for (const auto& [p, bytes] : op.lent) quarantine(p, bytes);
+  op.work->fail(why);
 }
 
 void Engine::answer_queries() {

@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kiln/dist/process_group.h"
@@ -88,6 +89,11 @@ struct Op {
   // output): a timed-out operation is kept, and MPI may still write into
   // them when a peer arrives late, after the caller's are gone.
   std::vector<char> staged;
+  // A larger one's buffers are the caller's: when it fails after its first
+  // MPI call they are quarantined (runtime/allocator.h) before the caller
+  // hears of it, so a late peer's data never lands in reused memory.
+  std::vector<std::pair<const void*, size_t>> lent;
+  bool called_mpi = false;
   int64_t number = 0;  // 1-based, per communicator; set when issued
   std::shared_ptr<WorkState> work = std::make_shared<WorkState>();
   std::unique_ptr<Diagnosis> diagnosis;
@@ -122,6 +128,7 @@ class Engine {
   void begin_diagnosis(Op& op);
   bool diagnosis_done(Op& op);
   void fail_comm(Comm& comm, const std::string& why);
+  void abandon(Op& op, const std::string& why);
   void answer_queries();
   void shut_down();
 

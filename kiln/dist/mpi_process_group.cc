@@ -152,7 +152,8 @@ Work MpiProcessGroup::start(Collective c) {
   int me = rank();
   // A small exchange moves through the operation's own buffers, copied
   // back when it completes: a timed-out one is kept (MPI may still write
-  // into its buffers), and the caller's may be gone by then.
+  // into its buffers), and the caller's may be gone by then. A larger one
+  // lends the engine the caller's, to quarantine if it fails.
   void* const caller_out = c.out;
   const auto [in_bytes, out_bytes] = footprint(c, me);
   const bool staged = in_bytes + out_bytes <= kStagedBytes;
@@ -162,6 +163,8 @@ Work MpiProcessGroup::start(Collective c) {
     char* out = in + in_bytes;
     if (c.in && in_bytes) c.in = static_cast<const char*>(std::memcpy(in, c.in, in_bytes));
     if (c.out && out_bytes) c.out = std::memcpy(out, c.out, out_bytes);  // broadcast's root sends it
+  } else {
+    op->lent = {{c.in, in_bytes}, {c.out, out_bytes}};
   }
   auto issue = [&op](auto&& fn) {
     op->steps.push_back({[fn](Op& o) {

@@ -1,12 +1,46 @@
 #include "kiln/runtime/allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <exception>
+#include <utility>
 
 #include "kiln/base/error.h"
 
 namespace kiln {
+namespace {
+
+struct Quarantine {
+  std::atomic<bool> any{false};  // the common case skips the lock
+  std::mutex mu;
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // [begin, end)
+};
+
+Quarantine& quarantined_ranges() {
+  static Quarantine* q = new Quarantine();  // allocators freeing at exit still ask
+  return *q;
+}
+
+bool is_quarantined(const void* p, size_t bytes) {
+  Quarantine& q = quarantined_ranges();
+  if (!q.any.load(std::memory_order_acquire)) return false;
+  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+  std::lock_guard lock(q.mu);
+  return std::any_of(q.ranges.begin(), q.ranges.end(),
+                     [&](const auto& r) { return r.first < end && begin < r.second; });
+}
+
+}  // namespace
+
+void quarantine(const void* p, size_t bytes) {
+  if (!p || !bytes) return;
+  Quarantine& q = quarantined_ranges();
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard lock(q.mu);
+  q.ranges.emplace_back(begin, begin + bytes);
+  q.any.store(true, std::memory_order_release);
+}
 
 size_t CachingAllocator::round_size(size_t bytes) {
   // 64-byte granules for small blocks; above 1 MiB, granules of a quarter
@@ -64,9 +98,13 @@ void* CachingAllocator::allocate(size_t bytes) {
 void CachingAllocator::free(void* p, size_t bytes) {
   if (!p) return;
   size_t size = round_size(bytes);
+  const bool keep_out = is_quarantined(p, size);
   std::lock_guard lock(mu_);
-  cache_[size].push_back(p);
   stats_.allocated -= static_cast<int64_t>(size);
+  if (keep_out)
+    stats_.quarantined += static_cast<int64_t>(size);
+  else
+    cache_[size].push_back(p);
 }
 
 MemoryStats CachingAllocator::stats() const {

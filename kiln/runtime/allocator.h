@@ -18,7 +18,16 @@ struct MemoryStats {
   int64_t reserved = 0;        // bytes held from the system (live + cached)
   int64_t num_allocs = 0;      // allocations served
   int64_t num_system_allocs = 0;  // of which needed memory from the system
+  int64_t quarantined = 0;     // bytes in freed blocks kept out of use (see quarantine)
 };
+
+// Marks [p, p + bytes) as memory another party may still write into: an
+// MPI transfer that timed out cannot be cancelled, and a late peer's data
+// still lands in its buffers. A caching allocator's block that overlaps it
+// is, once freed, never handed out again nor returned to the system (it
+// leaks, counted in MemoryStats::quarantined). For memory from kiln's
+// allocators (every tensor's); other memory its owner must keep.
+void quarantine(const void* p, size_t bytes);
 
 // Raw memory of one device. The caching layer sits on top of it.
 class RawMemory {

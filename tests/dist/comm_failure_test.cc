@@ -2,7 +2,8 @@
 // skips a collective, dies, stops answering, or calls a different one. The
 // job must end non-zero within the timeout (1 s there), and a collective
 // that did not complete must be reported by name, with its group and the
-// rank that never came or never answered.
+// rank that never came or never answered; nor may a late rank's data
+// land in memory in use again.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -75,6 +76,18 @@ TEST(CommFailure, ARankCallingADifferentCollectiveDoesNotHang) {
   EXPECT_NE(j.status, 0);
   EXPECT_LT(j.seconds, kNoHang);
   expect_in(j.output, "error: rank ");
+}
+
+// An exchange of tensor memory (too large for the engine's own copies) that
+// timed out cannot be cancelled: the late rank's data must land in the
+// quarantined buffer, never in memory the allocator handed out again.
+TEST(CommFailure, LateDataNeverLandsInReusedMemory) {
+  Job j = run_job(2, "late");
+  EXPECT_NE(j.status, 0);
+  EXPECT_LT(j.seconds, kNoHang);
+  expect_in(j.output, "rank 0: timed out as it should: rank 0: all_gather #2 on group 'world'");
+  expect_in(j.output, "rank 0: the late data arrived where the all_gather's output was; reused "
+                      "memory was left alone");
 }
 
 }  // namespace

@@ -128,6 +128,39 @@ TEST(CachingAllocator, KeepsItsCacheWhereNothingMayBeReleased) {
   a.free(big, 4000);
 }
 
+// Hands out pieces of a static buffer: a quarantined block is never
+// released, and a heap block would be a leak to LeakSanitizer.
+class StaticMemory : public RawMemory {
+ public:
+  void* allocate(size_t bytes) override {
+    if (used + bytes > sizeof buffer) return nullptr;
+    used += bytes;
+    return buffer + used - bytes;
+  }
+  void release(void*, size_t) override { ++releases; }
+  alignas(64) static inline char buffer[1 << 16];
+  size_t used = 0;
+  int releases = 0;
+};
+
+TEST(CachingAllocator, NeverReusesOrReleasesABlockOverlappingQuarantinedMemory) {
+  StaticMemory raw;
+  CachingAllocator a(raw);
+  auto* p = static_cast<char*>(a.allocate(4096));
+  quarantine(p + 1000, 8);  // a transfer into a slice of it (a program's arena)
+  a.free(p, 4096);
+  EXPECT_EQ(a.stats().quarantined, 4096);
+  EXPECT_EQ(a.stats().allocated, 0);
+  void* q = a.allocate(4096);
+  EXPECT_NE(q, p);
+  a.free(q, 4096);  // q lies beyond the quarantined bytes: reused as usual
+  EXPECT_EQ(a.allocate(4096), q);
+  a.free(q, 4096);
+  a.empty_cache();
+  EXPECT_EQ(raw.releases, 1);  // q's only
+  EXPECT_EQ(a.stats().reserved, 4096);
+}
+
 TEST(CachingAllocator, SizeClassesBoundWaste) {
   for (size_t n : {1ul, 63ul, 65ul, 1000ul, (1ul << 20) + 1, 5ul << 20, (100ul << 20) + 7}) {
     size_t r = CachingAllocator::round_size(n);
