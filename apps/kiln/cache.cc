@@ -11,23 +11,11 @@
 #include <utility>
 
 #include "apps/kiln/commands.h"
+#include "kiln/base/bytes.h"
 #include "kiln/runtime/compile_cache.h"
 
 namespace kiln::cli {
 namespace {
-
-std::string human_bytes(int64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
 
 // "<label><dir>: N entries, SIZE" or "<label>off (<why>)"; returns the
 // tier's stale entries.
@@ -39,7 +27,7 @@ int64_t print_tier_line(CompileCache& cache, CacheTier tier, const char* label) 
     return 0;
   }
   CacheDir::Usage u = cache.disk_usage(tier);
-  std::cout << dir << ": " << u.entries << (u.entries == 1 ? " entry, " : " entries, ") << human_bytes(u.bytes);
+  std::cout << dir << ": " << u.entries << (u.entries == 1 ? " entry, " : " entries, ") << bytes_text(u.bytes);
   if (u.stale || u.corrupt) std::cout << " (" << u.stale << " stale, " << u.corrupt << " corrupt)";
   std::cout << "\n";
   return u.stale;
@@ -111,7 +99,7 @@ void add_cache(CLI::App& app) {
           flags->stale ? CacheDir(dir).clear_unusable(build_identity()) : CacheDir(dir).clear();
       std::cout << label << " " << dir << ": removed " << removed.entries
                 << (flags->stale ? " unusable" : "") << (removed.entries == 1 ? " entry, " : " entries, ")
-                << human_bytes(removed.bytes) << "\n";
+                << bytes_text(removed.bytes) << "\n";
     }
   });
 }

@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "apps/kiln/commands.h"
+#include "kiln/base/bytes.h"
 #include "kiln/base/error.h"
 #include "kiln/train/dry_run.h"
-#include "kiln/train/metrics.h"
 
 namespace kiln::cli {
 namespace {
@@ -104,7 +104,7 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
   auto row = [&](const std::string& what, const std::string& note,
                  std::optional<int64_t> bytes) {
     out << "  " << std::left << std::setw(24) << what << std::setw(52) << note << std::right
-        << std::setw(11) << (bytes ? train::bytes_text(*bytes) : "not known") << "\n";
+        << std::setw(11) << (bytes ? bytes_text(double(*bytes)) : "not known") << "\n";
   };
   out << "\nmemory per rank (rank 0; the estimate the trainer prints before its first step)\n";
   row("parameters", "f32 master weights, this rank's shards", m.params);

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "kiln/base/bytes.h"
 #include "kiln/base/error.h"
 #include "kiln/io/atomic_file.h"
 
@@ -76,14 +77,6 @@ void drop_lines_after(const std::string& path, int64_t last) {
 }
 
 }  // namespace
-
-std::string bytes_text(int64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  return fixed(v, u ? 1 : 0) + " " + units[u];
-}
 
 ExpertLoad expert_load(const std::vector<std::vector<int64_t>>& tokens, int64_t dropped) {
   ExpertLoad load;

@@ -43,9 +43,6 @@ struct StepMetrics {
   std::optional<ExpertLoad> moe;            // MoE models
 };
 
-// "12.3 MiB": bytes in the largest binary unit below 1024 of them.
-std::string bytes_text(int64_t bytes);
-
 struct MetricsOptions {
   std::string dump_folder;
   int64_t total_steps = 0;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <tuple>
 
+#include "kiln/base/bytes.h"
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
 #include "kiln/data/chat_data.h"

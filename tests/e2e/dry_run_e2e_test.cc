@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/train/metrics.h"
+#include "kiln/base/bytes.h"
 #include "tests/support/cli.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/train_run.h"
@@ -209,7 +209,7 @@ TEST(DryRun, ExpectedPeakMatchesAMeasuredRun) {
   ASSERT_EQ(metrics.size(), 1u) << r.output;
   const int64_t measured = metrics[0]["mem_peak_bytes"].get<int64_t>();
   const int64_t expected = mem(plan(config), "total");
-  EXPECT_NE(r.output.find("expected peak memory: " + train::bytes_text(expected) + " "),
+  EXPECT_NE(r.output.find("expected peak memory: " + bytes_text(double(expected)) + " "),
             std::string::npos)
       << r.output;
   std::cout << "expected peak " << expected << " B, measured " << measured << " B\n";

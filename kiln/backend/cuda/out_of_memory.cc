@@ -2,28 +2,16 @@
 
 #include <cstdio>
 
+#include "kiln/base/bytes.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cuda {
-namespace {
-
-std::string bytes_text(double bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
-  char s[32];
-  std::snprintf(s, sizeof s, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
-  return s;
-}
-
-}  // namespace
-
 std::string out_of_memory_message(int device, size_t requested, const DeviceMemoryInfo& info,
                                   const MemoryStats& stats, bool retried) {
-  return cat("CUDA out of memory on cuda:", device, ": allocating ", bytes_text(double(requested)),
-             " (", requested, " bytes) failed with ", bytes_text(double(info.free)), " free of ",
-             bytes_text(double(info.total)), "; kiln holds ", bytes_text(double(stats.reserved)),
-             " reserved, ", bytes_text(double(stats.allocated)),
+  return cat("CUDA out of memory on cuda:", device, ": allocating ", bytes_text(double(requested), 2),
+             " (", requested, " bytes) failed with ", bytes_text(double(info.free), 2), " free of ",
+             bytes_text(double(info.total), 2), "; kiln holds ", bytes_text(double(stats.reserved), 2),
+             " reserved, ", bytes_text(double(stats.allocated), 2),
              " of it in live tensors (",
              retried ? std::string("its cache was emptied and the allocation retried")
                      : cat(stats.reserved == stats.allocated ? "nothing cached"
