@@ -27,7 +27,8 @@ int64_t print_tier_line(CompileCache& cache, CacheTier tier, const char* label) 
     return 0;
   }
   CacheDir::Usage u = cache.disk_usage(tier);
-  std::cout << dir << ": " << u.entries << (u.entries == 1 ? " entry, " : " entries, ") << bytes_text(u.bytes);
+  std::cout << dir << ": " << u.entries << (u.entries == 1 ? " entry, " : " entries, ") << bytes_text(u.bytes)
+            << " of at most " << bytes_text(double(cache.max_bytes(tier)));
   if (u.stale || u.corrupt) std::cout << " (" << u.stale << " stale, " << u.corrupt << " corrupt)";
   std::cout << "\n";
   return u.stale;

@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include "kiln/base/error.h"
 
@@ -118,6 +120,40 @@ void CacheDir::remove_if_same(const std::string& name, FileId id) const {
   if (::stat(file(name).c_str(), &st) == 0 && st.st_dev == id.dev && st.st_ino == id.ino) {
     ::unlink(file(name).c_str());
   }
+}
+
+void CacheDir::touch(const std::string& name) const {
+  ::utimensat(AT_FDCWD, file(name).c_str(), nullptr, 0);  // a failure only ages the entry
+}
+
+int64_t CacheDir::trim(int64_t max_bytes, const std::string& keep, Usage* removed) const {
+  struct Seen {
+    std::string name;
+    FileId id;
+    int64_t bytes;
+    timespec used;
+  };
+  std::vector<Seen> seen;
+  int64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(path_, ec)) {
+    std::string name = e.path().filename().string();
+    struct stat st;
+    if (!is_entry(name) || ::stat(e.path().c_str(), &st) != 0) continue;
+    total += st.st_size;
+    if (name != keep) seen.push_back({name, {st.st_dev, st.st_ino}, st.st_size, st.st_mtim});
+  }
+  if (total <= max_bytes) return total;
+  std::sort(seen.begin(), seen.end(), [](const Seen& a, const Seen& b) {
+    return std::tie(a.used.tv_sec, a.used.tv_nsec) < std::tie(b.used.tv_sec, b.used.tv_nsec);
+  });
+  for (const Seen& f : seen) {
+    if (total <= max_bytes / 4 * 3) break;
+    remove_if_same(f.name, f.id);
+    total -= f.bytes;
+    if (removed) count(*removed, f.bytes, EntryStatus::ok);
+  }
+  return total;
 }
 
 CacheDir::Lock::~Lock() {

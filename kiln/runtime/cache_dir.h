@@ -55,6 +55,10 @@ class CacheDir {
   // Removes `name` if it is still the file `id` (not one published since).
   void remove_if_same(const std::string& name, FileId id) const;
 
+  // Marks the entry `name` as just used: its modification time, which
+  // publishing sets too, orders trim()'s removals.
+  void touch(const std::string& name) const;
+
   // Holds flock(LOCK_EX) on "<name>.lock" until destroyed. When the lock file
   // cannot be opened the lock is empty: callers go on unlocked (at worst two
   // processes compile the same entry; still exactly one file results).
@@ -86,6 +90,12 @@ class CacheDir {
   // temporary and lock files) and nothing else; returns the entries and
   // bytes removed.
   Usage clear() const;
+  // When the entries here take more than `max_bytes`, removes the least
+  // recently used (published or touched) until they take at most 3/4 of it,
+  // so that trimming is rare; the entry `keep` (the one just published)
+  // stays. Returns the bytes the entries take after it; `removed` (when
+  // given) counts what went. Only sizes and times are read, not the entries.
+  int64_t trim(int64_t max_bytes, const std::string& keep, Usage* removed = nullptr) const;
   // Deletes the entries no run of `identity` can use (stale: another kiln
   // version, compiler or build; or corrupt), each only while it is still the
   // file that was judged; returns what it removed.

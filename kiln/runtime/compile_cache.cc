@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <utility>
 
+#include "kiln/base/bytes.h"
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
 
@@ -52,6 +54,13 @@ CompileCache::Options CompileCache::Options::from_env() {
   if (o.l2_dir.empty()) o.l2_dir = default_l2_dir();
   o.l3_dir = env("KILN_CACHE_DIR");
   if (o.l3_dir.empty()) o.l3_dir = default_l3_dir();
+  for (auto [name, bound] : {std::pair{"KILN_L2_CACHE_MAX_SIZE", &o.l2_max_bytes},
+                             std::pair{"KILN_CACHE_MAX_SIZE", &o.l3_max_bytes}}) {
+    const std::string v = env(name);
+    if (v.empty()) continue;
+    *bound = parse_bytes(v, name);
+    KILN_CHECK(*bound > 0, name, "='", v, "' must be more than 0 (KILN_CACHE=off turns the disk tiers off)");
+  }
   return o;
 }
 
@@ -76,6 +85,8 @@ CompileCache::CompileCache(Options options) : options_(std::move(options)) {
   };
   open(l2_, options_.l2_dir, "L2");
   open(l3_, options_.l3_dir, "L3");
+  l2_.max_bytes = options_.l2_max_bytes;
+  l3_.max_bytes = options_.l3_max_bytes;
 }
 
 void CompileCache::count(CacheTier t, const std::string& kind, const std::function<void(TierStats&)>& add) {
@@ -117,6 +128,7 @@ std::optional<std::string> CompileCache::lookup_disk(CacheTier t, const CacheKey
     dir.remove_if_same(name, r.id);
   }
   bool hit = r.found && e.status == EntryStatus::ok;
+  if (hit) dir.touch(name);
   std::lock_guard lock(mu_);
   count(t, key.kind, [&](TierStats& s) {
     ++s.requests;
@@ -159,9 +171,26 @@ void CompileCache::store(const CacheKey& key, const std::string& name, const std
       say_once(dir.path(), "kiln: compile cache: " + error + "; carrying on without storing there");
       continue;
     }
-    std::lock_guard lock(mu_);
-    count(t, key.kind, [&](TierStats& s) { s.bytes_written += int64_t(payload.size()); });
+    {
+      std::lock_guard lock(mu_);
+      count(t, key.kind, [&](TierStats& s) { s.bytes_written += int64_t(payload.size()); });
+    }
+    trim_if_full(t, name, int64_t(encoded.size()));
   }
+}
+
+void CompileCache::trim_if_full(CacheTier t, const std::string& name, int64_t bytes) {
+  DiskTier& tier = disk(t);
+  {
+    std::lock_guard lock(mu_);
+    if (tier.estimate >= 0 && tier.estimate + bytes <= tier.max_bytes) {
+      tier.estimate += bytes;
+      return;
+    }
+  }
+  const int64_t left = tier.dir->trim(tier.max_bytes, name);
+  std::lock_guard lock(mu_);
+  tier.estimate = left;
 }
 
 std::optional<std::string> CompileCache::get(const CacheKey& key) {
@@ -272,6 +301,10 @@ std::string CompileCache::l3_dir() const { return l3_.dir ? l3_.dir->path() : ""
 
 std::string CompileCache::disabled_reason(CacheTier tier) const {
   return tier == CacheTier::l1 ? "" : disk(tier).why_off;
+}
+
+int64_t CompileCache::max_bytes(CacheTier tier) const {
+  return tier == CacheTier::l1 ? 0 : disk(tier).max_bytes;
 }
 
 CacheDir::Usage CompileCache::disk_usage(CacheTier tier) const {

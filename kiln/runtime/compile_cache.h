@@ -7,6 +7,11 @@
 //       $KILN_L2_CACHE_DIR);
 //   L3  a persistent directory reused across runs ($KILN_CACHE_DIR, default
 //       $XDG_CACHE_HOME/kiln or ~/.cache/kiln).
+// Each disk tier is bounded ($KILN_L2_CACHE_MAX_SIZE, default 1 GiB, as L2
+// is memory; $KILN_CACHE_MAX_SIZE, default 5 GiB): a process that stores
+// past the bound removes the least recently used entries (CacheDir::trim).
+// The bound holds per process, roughly: each counts what it writes itself
+// and looks at the directory again only when that could cross the bound.
 // KILN_CACHE=off turns L2 and L3 off. A directory that cannot be used turns
 // its tier off with one line on stderr.
 //
@@ -41,8 +46,11 @@ class CompileCache {
     std::string l3_dir;  // "" turns L3 off
     EntryIdentity identity = build_identity();  // tests override it to play another version
     std::string why_off;  // why both directories are "", for messages ("KILN_CACHE=off")
-    // KILN_CACHE, KILN_L2_CACHE_DIR, KILN_CACHE_DIR, XDG_CACHE_HOME, HOME.
-    // Throws kiln::Error for a KILN_CACHE other than on/off/1/0.
+    int64_t l2_max_bytes = int64_t(1) << 30;
+    int64_t l3_max_bytes = int64_t(5) << 30;
+    // KILN_CACHE, KILN_L2_CACHE_DIR, KILN_CACHE_DIR, XDG_CACHE_HOME, HOME,
+    // KILN_L2_CACHE_MAX_SIZE, KILN_CACHE_MAX_SIZE. Throws kiln::Error for a
+    // KILN_CACHE other than on/off/1/0, or a size that is not one (or is 0).
     static Options from_env();
   };
 
@@ -93,13 +101,21 @@ class CompileCache {
   std::string disabled_reason(CacheTier tier) const;
   // What a disk tier holds now (all processes' entries); zeros when it is off.
   CacheDir::Usage disk_usage(CacheTier tier) const;
+  // The bound on a disk tier's entries (see the top of this file).
+  int64_t max_bytes(CacheTier tier) const;
 
  private:
   struct DiskTier {
     std::optional<CacheDir> dir;
     std::string why_off;
+    int64_t max_bytes = 0;
+    int64_t estimate = -1;  // under mu_: the entries' bytes as last seen plus this process's writes; -1 unknown
   };
   const DiskTier& disk(CacheTier t) const { return t == CacheTier::l2 ? l2_ : l3_; }
+  DiskTier& disk(CacheTier t) { return t == CacheTier::l2 ? l2_ : l3_; }
+  // After `name` (`bytes`) was published in tier t: trims the tier when its
+  // entries may have crossed its bound.
+  void trim_if_full(CacheTier t, const std::string& name, int64_t bytes);
   // Under mu_: counts into tier `t` of the totals and of `kind`.
   void count(CacheTier t, const std::string& kind, const std::function<void(TierStats&)>& add);
   // Under mu_: the L1 payload, counting a request and a hit, or null (nothing counted).

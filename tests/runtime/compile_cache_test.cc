@@ -8,7 +8,9 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -234,6 +236,63 @@ TEST(CompileCache, ASecondRunHitsL3) {
   EXPECT_EQ(s.l3.compile_seconds, 0);
 }
 
+// Sets a file's modification time, the order CacheDir::trim removes in.
+void set_used(const std::string& path, time_t seconds_ago) {
+  timespec t[2];
+  ::clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= seconds_ago;
+  t[1] = t[0];
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), t, 0), 0) << path;
+}
+
+TEST(CacheDir, TrimRemovesTheLeastRecentlyUsedEntriesFirst) {
+  TempDir tmp;
+  CacheDir dir(tmp / "d");
+  ASSERT_EQ(prepare_cache_dir(dir.path()), "");
+  for (int i = 0; i < 6; ++i) {
+    const std::string name = "e" + std::to_string(i) + ".kce";
+    ASSERT_EQ(dir.publish(name, std::string(1000, 'x')), "");
+    set_used(dir.file(name), 100 - i);  // e0 oldest
+  }
+  write_file(dir.file("notes.txt"), std::string(5000, 'n'));  // not the cache's: never counted or removed
+  dir.touch("e0.kce");                                       // read just now: the most recent
+  EXPECT_EQ(dir.trim(6000, "e5.kce"), 6000);                 // within the bound: nothing goes
+  CacheDir::Usage removed;
+  EXPECT_EQ(dir.trim(5000, "e5.kce", &removed), 3000);  // down to 3/4 of the bound
+  EXPECT_EQ(removed.entries, 3);
+  EXPECT_EQ(removed.bytes, 3000);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(fs::exists(dir.file("e" + std::to_string(i) + ".kce")), i == 0 || i >= 4) << i;
+  EXPECT_TRUE(fs::exists(dir.file("notes.txt")));
+  // The entry just published stays, even alone over the bound.
+  EXPECT_EQ(dir.trim(100, "e4.kce"), 1000);
+  EXPECT_TRUE(fs::exists(dir.file("e4.kce")));
+  EXPECT_FALSE(fs::exists(dir.file("e0.kce")));
+}
+
+TEST(CompileCache, ADiskTierPastItsBoundKeepsTheEntriesUsedLast) {
+  TempDir tmp;
+  Compiler c{std::string(1000, 'p')};
+  Options o = dirs("", tmp / "l3");
+  const std::string l3 = tmp / "l3";
+  auto file = [&](uint64_t n) { return l3 + "/" + entry_name(key(n)); };
+  {
+    CompileCache first_run(o);
+    for (uint64_t n : {1, 2, 3}) first_run.get_or_compile(key(n), c.fn());
+  }
+  const int64_t entry = int64_t(fs::file_size(file(1)));
+  for (uint64_t n : {1, 2, 3}) set_used(file(n), 100 - int64_t(n));  // 1 oldest
+  o.l3_max_bytes = entry * 7 / 2;
+  CompileCache second_run(o);
+  EXPECT_EQ(second_run.get_or_compile(key(1), c.fn()), c.payload);  // a hit: 1 is now the newest
+  second_run.get_or_compile(key(4), c.fn());                         // 4 entries: past the bound
+  EXPECT_EQ(c.calls, 4);
+  for (uint64_t n : {1, 2, 3, 4}) EXPECT_EQ(fs::exists(file(n)), n == 1 || n == 4) << n;
+  // Back under the bound, the next store removes nothing.
+  second_run.get_or_compile(key(5), c.fn());
+  EXPECT_TRUE(fs::exists(file(4)) && fs::exists(file(5)));
+}
+
 // A damaged L3 entry: what to do to the file, and what the report must say.
 struct Damage {
   const char* name;
@@ -421,6 +480,28 @@ TEST(CompileCache, OptionsComeFromTheEnvironment) {
     EXPECT_EQ(o.l2_dir, "");
     EXPECT_EQ(o.l3_dir, "");
     EXPECT_EQ(CompileCache(o).disabled_reason(CacheTier::l3), "KILN_CACHE=off");
+  }
+  {
+    EnvGuard env({{"KILN_CACHE_MAX_SIZE", "2G"}, {"KILN_L2_CACHE_MAX_SIZE", "512 MiB"}});
+    Options o = Options::from_env();
+    EXPECT_EQ(o.l3_max_bytes, int64_t(2) << 30);
+    EXPECT_EQ(o.l2_max_bytes, int64_t(512) << 20);
+  }
+  {
+    EnvGuard env({{"KILN_CACHE_MAX_SIZE", nullptr}, {"KILN_L2_CACHE_MAX_SIZE", nullptr}});
+    Options o = Options::from_env();
+    EXPECT_EQ(o.l3_max_bytes, int64_t(5) << 30);
+    EXPECT_EQ(o.l2_max_bytes, int64_t(1) << 30);
+  }
+  for (auto [value, says] : {std::pair{"lots", "KILN_CACHE_MAX_SIZE='lots' is not a size"},
+                             std::pair{"0", "KILN_CACHE_MAX_SIZE='0' must be more than 0"}}) {
+    EnvGuard env({{"KILN_CACHE_MAX_SIZE", value}});
+    try {
+      Options::from_env();
+      ADD_FAILURE() << "accepted " << value;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
   }
   {
     EnvGuard env({{"KILN_CACHE", "sometimes"}});
