@@ -7,7 +7,7 @@
 // One that fails may leave the transport holding them (MPI cannot cancel an
 // exchange a late peer may still join): the MPI group copies exchanges of
 // up to 64 KiB, and quarantines larger ones' buffers (runtime/allocator.h:
-// memory from kiln's allocators, as tensors' is, is never used again).
+// a tensor's memory is then never used again nor given back to its owner).
 // Every member must make the same calls in the same order with matching
 // sizes (counts[] agree on every rank); a member that does not arrive makes
 // the others' Work fail after the group's timeout, naming the collective,

@@ -22,7 +22,9 @@ Quarantine& quarantined_ranges() {
   return *q;
 }
 
-bool is_quarantined(const void* p, size_t bytes) {
+}  // namespace
+
+bool quarantined(const void* p, size_t bytes) {
   Quarantine& q = quarantined_ranges();
   if (!q.any.load(std::memory_order_acquire)) return false;
   const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
@@ -30,8 +32,6 @@ bool is_quarantined(const void* p, size_t bytes) {
   return std::any_of(q.ranges.begin(), q.ranges.end(),
                      [&](const auto& r) { return r.first < end && begin < r.second; });
 }
-
-}  // namespace
 
 void quarantine(const void* p, size_t bytes) {
   if (!p || !bytes) return;
@@ -98,7 +98,7 @@ void* CachingAllocator::allocate(size_t bytes) {
 void CachingAllocator::free(void* p, size_t bytes) {
   if (!p) return;
   size_t size = round_size(bytes);
-  const bool keep_out = is_quarantined(p, size);
+  const bool keep_out = quarantined(p, size);
   std::lock_guard lock(mu_);
   stats_.allocated -= static_cast<int64_t>(size);
   if (keep_out)

@@ -25,9 +25,11 @@ struct MemoryStats {
 // MPI transfer that timed out cannot be cancelled, and a late peer's data
 // still lands in its buffers. A caching allocator's block that overlaps it
 // is, once freed, never handed out again nor returned to the system (it
-// leaks, counted in MemoryStats::quarantined). For memory from kiln's
-// allocators (every tensor's); other memory its owner must keep.
+// leaks, counted in MemoryStats::quarantined); a tensor on borrowed memory
+// (a NumPy or DLPack import) never gives it back to its owner.
 void quarantine(const void* p, size_t bytes);
+// Whether [p, p + bytes) overlaps memory quarantined so far.
+bool quarantined(const void* p, size_t bytes);
 
 // Raw memory of one device. The caching layer sits on top of it.
 class RawMemory {

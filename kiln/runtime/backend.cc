@@ -112,12 +112,13 @@ Storage::Storage(Device d, void* borrowed, size_t bytes, std::function<void()> r
     : device(d), data(borrowed), nbytes(bytes), release(std::move(release_fn)) {}
 
 Storage::~Storage() {
-  if (release)
-    release();
-  else if (private_pool)
+  if (release) {
+    if (!quarantined(data, nbytes)) release();  // else a transport may still write there
+  } else if (private_pool) {
     private_pool->free(data, nbytes);
-  else
+  } else {
     pool_of(device, pool).free(data, nbytes);
+  }
 }
 
 MemoryStats memory_stats(Device d, Pool p) { return pool_of(d, p).stats(); }

@@ -161,6 +161,16 @@ TEST(CachingAllocator, NeverReusesOrReleasesABlockOverlappingQuarantinedMemory) 
   EXPECT_EQ(a.stats().reserved, 4096);
 }
 
+TEST(DeviceMemory, BorrowedMemoryAQuarantineOverlapsIsNeverGivenBack) {
+  alignas(64) static char owned[2][256];
+  int released = 0;
+  for (char* p : owned) {
+    Storage s(kCPU, p, sizeof owned[0], [&released] { ++released; });
+    if (p == owned[1]) quarantine(p + 8, 8);
+  }
+  EXPECT_EQ(released, 1);
+}
+
 TEST(CachingAllocator, SizeClassesBoundWaste) {
   for (size_t n : {1ul, 63ul, 65ul, 1000ul, (1ul << 20) + 1, 5ul << 20, (100ul << 20) + 7}) {
     size_t r = CachingAllocator::round_size(n);
