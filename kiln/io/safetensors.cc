@@ -9,6 +9,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -274,26 +275,31 @@ Tensor SafetensorsFile::get(const std::string& name, Device device) const {
   return from_host(b.data(), e.dtype, e.shape, device);
 }
 
-void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// A tensor as the writer sees it: its header fields, and what writes its bytes.
+struct Outgoing {
+  const std::string& name;
+  DType dtype;
+  Shape shape;
+  uint64_t bytes;
+  std::function<void(AtomicFile&)> write;
+};
+
+void write_safetensors(const std::string& path, const std::vector<Outgoing>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<Tensor> dense;
   uint64_t at = 0;
-  for (const auto& [name, t] : tensors) {
-    KILN_CHECK(!name.empty() && name != "__metadata__", "save_safetensors '", path,
-               "': invalid tensor name '", name, "'");
-    KILN_CHECK(!header.contains(name), "save_safetensors '", path, "': tensor name '", name,
+  for (const Outgoing& t : tensors) {
+    KILN_CHECK(!t.name.empty() && t.name != "__metadata__", "save_safetensors '", path,
+               "': invalid tensor name '", t.name, "'");
+    KILN_CHECK(!header.contains(t.name), "save_safetensors '", path, "': tensor name '", t.name,
                "' appears twice");
-    KILN_CHECK(t.defined(), "save_safetensors '", path, "': tensor '", name, "' is undefined");
-    Tensor c = t.contiguous();
-    ensure_materialized(c);
-    uint64_t n = uint64_t(c.numel()) * itemsize(c.dtype());
-    header[name] = {{"dtype", safetensors_dtype_name(c.dtype())},
-                    {"shape", c.shape().vec()},
-                    {"data_offsets", {at, at + n}}};
-    at += n;
-    dense.push_back(std::move(c));
+    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
+                      {"shape", t.shape.vec()},
+                      {"data_offsets", {at, at + t.bytes}}};
+    at += t.bytes;
   }
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
@@ -302,22 +308,75 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   AtomicFile file(path);
   file.write(&len, 8);
   file.write(h);
-  std::vector<char> host;
-  for (const Tensor& c : dense) {
-    synchronize(c.device());
-    const TensorImpl& i = c.impl();
-    size_t n = size_t(c.numel()) * itemsize(c.dtype());
-    if (n == 0) continue;
-    const char* src = static_cast<const char*>(i.storage->data) + i.offset * itemsize(i.dtype);
-    if (c.device().kind != DeviceKind::cpu) {
-      host.resize(n);
-      backend(c.device()).copy_to_host(host.data(), src, n, c.device().index);
-      synchronize(c.device());
-      src = host.data();
-    }
-    file.write(src, n);
-  }
+  for (const Outgoing& t : tensors)
+    if (t.bytes) t.write(file);
   file.commit();
+}
+
+// A dense tensor's bytes in host memory, once written: its own storage on
+// the CPU; for a device's, copied into `scratch` (nbytes of it).
+const char* host_bytes(const Tensor& c, char* scratch) {
+  synchronize(c.device());
+  const TensorImpl& i = c.impl();
+  const char* src = static_cast<const char*>(i.storage->data) + i.offset * itemsize(i.dtype);
+  if (c.device().kind == DeviceKind::cpu) return src;
+  backend(c.device()).copy_to_host(scratch, src, size_t(c.numel()) * itemsize(c.dtype()),
+                                   c.device().index);
+  synchronize(c.device());
+  return scratch;
+}
+
+// The tensor made dense and materialized, or an error naming it.
+Tensor dense(const std::string& path, const std::string& name, const Tensor& t) {
+  KILN_CHECK(t.defined(), "save_safetensors '", path, "': tensor '", name, "' is undefined");
+  Tensor c = t.contiguous();
+  ensure_materialized(c);
+  return c;
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<Outgoing> out;
+  for (const auto& [name, t] : tensors) {
+    Tensor c = dense(path, name, t);
+    const uint64_t n = uint64_t(c.numel()) * itemsize(c.dtype());
+    out.push_back({name, c.dtype(), c.shape(), n, [c, n](AtomicFile& f) {
+                     std::vector<char> scratch(c.device().kind == DeviceKind::cpu ? 0 : n);
+                     f.write(host_bytes(c, scratch.data()), n);
+                   }});
+  }
+  write_safetensors(path, out, metadata);
+}
+
+NamedHostTensors copy_to_host(const NamedTensors& tensors, NamedHostTensors reuse) {
+  NamedHostTensors out;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const auto& [name, t] = tensors[k];
+    Tensor c = dense("(a host copy)", name, t);
+    HostTensor h{c.dtype(), c.shape(), nullptr};
+    if (k < reuse.size() && reuse[k].first == name && reuse[k].second.dtype == h.dtype &&
+        reuse[k].second.shape == h.shape && reuse[k].second.data.use_count() == 1)
+      h.data = std::move(reuse[k].second.data);
+    else
+      h.data = std::make_shared_for_overwrite<char[]>(std::max<size_t>(h.nbytes(), 1));
+    if (h.nbytes()) {
+      const char* src = host_bytes(c, h.data.get());
+      if (src != h.data.get()) std::memcpy(h.data.get(), src, h.nbytes());
+    }
+    out.emplace_back(name, std::move(h));
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const NamedHostTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<Outgoing> out;
+  for (const auto& [name, t] : tensors)
+    out.push_back({name, t.dtype, t.shape, t.nbytes(),
+                   [&t](AtomicFile& f) { f.write(t.data.get(), t.nbytes()); }});
+  write_safetensors(path, out, metadata);
 }
 
 }  // namespace kiln

@@ -21,6 +21,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -80,6 +81,26 @@ class SafetensorsFile {
 // `path` atomically (AtomicFile). The header is padded with spaces to a
 // multiple of 8 bytes so that the data section is 8-byte aligned.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// A tensor's elements copied to host memory, dense in row-major order: what
+// a file written on another thread holds while the tensors go on changing
+// (an asynchronous checkpoint). Writing it touches no device.
+struct HostTensor {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::shared_ptr<char[]> data;  // shape.numel() * itemsize(dtype) bytes
+  size_t nbytes() const { return size_t(shape.numel()) * itemsize(dtype); }
+};
+using NamedHostTensors = std::vector<std::pair<std::string, HostTensor>>;
+
+// Copies every tensor to host memory, once the device work writing them is
+// done; into `reuse`'s buffers where its tensor at the same place has the
+// same name, dtype and shape and no one else holds it (a second copy of
+// the same tensors then allocates, and faults in, no new memory).
+NamedHostTensors copy_to_host(const NamedTensors& tensors, NamedHostTensors reuse = {});
+// The same file save_safetensors writes of the tensors copied.
+void save_safetensors(const std::string& path, const NamedHostTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace kiln

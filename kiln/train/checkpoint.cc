@@ -131,6 +131,20 @@ std::string CheckpointManager::save(const CheckpointData& data) {
   return commit(data, {write_shard(temp, data)});
 }
 
+CheckpointData CheckpointData::on_host() const { return on_host(CheckpointData{}); }
+
+CheckpointData CheckpointData::on_host(CheckpointData reuse) const {
+  CheckpointData out = *this;
+  if (!host) {
+    if (!reuse.host) reuse.host.emplace();
+    out.host.emplace(copy_to_host(model, std::move(reuse.host->first)),
+                     copy_to_host(optimizer, std::move(reuse.host->second)));
+  }
+  out.model.clear();
+  out.optimizer.clear();
+  return out;
+}
+
 std::string CheckpointManager::begin(int64_t step) {
   KILN_CHECK(step >= 0, "checkpoint step must be >= 0, not ", step);
   std::error_code ec;
@@ -155,7 +169,10 @@ ShardDigest CheckpointManager::write_shard(const std::string& temp_dir,
     const bool model = std::string_view(stem) == kCheckpointStems[0];
     const std::string file = checkpoint_shard_file(stem, data.shard_index, data.shard_count);
     std::string path = (fs::path(temp_dir) / file).string();
-    save_safetensors(path, model ? data.model : data.optimizer, meta);
+    if (data.host)
+      save_safetensors(path, model ? data.host->first : data.host->second, meta);
+    else
+      save_safetensors(path, model ? data.model : data.optimizer, meta);
     FileDigest d = digest(path);
     (model ? out.model_bytes : out.optimizer_bytes) = d.bytes;
     (model ? out.model_hash : out.optimizer_hash) = d.hash;

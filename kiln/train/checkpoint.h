@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/io/safetensors.h"
@@ -43,6 +44,9 @@ struct CheckpointData {
   int64_t step = 0;
   NamedTensors model;      // parameters (f32 masters under mixed precision)
   NamedTensors optimizer;  // e.g. optim::adamw_state_tensors(...)
+  // Set by on_host(): model and optimizer copied to host memory (the two
+  // above then empty), written from there without touching a device.
+  std::optional<std::pair<NamedHostTensors, NamedHostTensors>> host;
   nlohmann::json optimizer_state = nlohmann::json::object();  // optim::adamw_state_json
   nlohmann::json scheduler = nlohmann::json::object();        // LRSchedule::to_json
   nlohmann::json loader = nlohmann::json::object();           // DataLoader::to_json
@@ -52,6 +56,13 @@ struct CheckpointData {
   // and full_rows names every tensor's unpadded dim 0.
   int64_t shard_index = 0, shard_count = 1;
   std::map<std::string, int64_t> full_rows;
+
+  // This data with its tensors copied to host memory now: what a save on
+  // another thread writes while training goes on changing the tensors.
+  // Into `reuse`'s host buffers, an earlier copy's, where they fit
+  // (copy_to_host).
+  CheckpointData on_host() const;
+  CheckpointData on_host(CheckpointData reuse) const;
 };
 
 // What one writer wrote: its files' sizes and xxh64 checksums, for the manifest.

@@ -112,6 +112,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"checkpoint", "interval", &c.checkpoint.interval},
       {"checkpoint", "load_step", &c.checkpoint.load_step},
       {"checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k},
+      {"checkpoint", "async_mode", &c.checkpoint.async_mode, {"disabled", "async"}},
       {"checkpoint", "initial_load_path", &c.checkpoint.initial_load_path},
       {"checkpoint", "last_save_in_hf", &c.checkpoint.last_save_in_hf},
       {"checkpoint", "export_dtype", &c.checkpoint.export_dtype, {"auto", "float32", "bfloat16"}},

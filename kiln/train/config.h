@@ -117,6 +117,10 @@ struct CheckpointSection {
   // Resume from this step's checkpoint; -1: the latest complete one, if any.
   int64_t load_step = -1;
   int64_t keep_latest_k = 10;  // 0 keeps every checkpoint
+  // disabled: a save holds training until it is on disk; async: the step's
+  // tensors are copied to host memory and written on a thread while
+  // training goes on (one save at a time; the run's end waits for it).
+  std::string async_mode = "disabled";  // disabled | async
   // A Hugging Face model folder whose weights initialise a fresh run.
   std::string initial_load_path;
   // At the end, also export the model as a Hugging Face folder

@@ -1,5 +1,7 @@
 #include "kiln/train/distributed_checkpoint.h"
 
+#include "kiln/base/error.h"
+
 namespace kiln::train {
 namespace {
 
@@ -28,13 +30,18 @@ std::vector<ShardDigest> all_digests(dist::ProcessGroup& g, const ShardDigest& m
 
 }  // namespace
 
+// Replicas (and the ranks of a tp group, which save gathered tensors) hold
+// equal shards: the first one writes them.
+bool writes_checkpoint_shards(const dist::DeviceMesh& mesh) {
+  return mesh.coordinate("dp_replicate") == 0 && mesh.coordinate("tp") == 0;
+}
+
 std::string save_checkpoint(CheckpointManager& manager, const CheckpointData& data,
-                            const dist::DeviceMesh& mesh) {
-  dist::ProcessGroup& world = mesh.world();
+                            const dist::DeviceMesh& mesh, dist::ProcessGroup& world) {
+  KILN_CHECK(world.world_ranks() == mesh.world().world_ranks(), "save_checkpoint over ",
+             world.describe(), ": the group must hold the mesh's ranks, in its order");
   const bool lead = world.rank() == 0;
-  // Replicas (and the ranks of a tp group, which save gathered tensors)
-  // hold equal shards: the first one writes them.
-  const bool writer = mesh.coordinate("dp_replicate") == 0 && mesh.coordinate("tp") == 0;
+  const bool writer = writes_checkpoint_shards(mesh);
   std::string temp = broadcast_text(world, lead ? manager.begin(data.step) : "");
   ShardDigest mine = writer ? manager.write_shard(temp, data) : ShardDigest{};
   std::vector<ShardDigest> all = all_digests(world, mine);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
@@ -29,6 +30,7 @@
 #include "kiln/models/transformer.h"
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/mixed_precision.h"
+#include "kiln/train/async_checkpoint.h"
 #include "kiln/optim/schedule.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/compile_cache.h"
@@ -179,7 +181,10 @@ class Run {
   bool resume();
   StepResult train_step(double lr);
   double validate();
-  std::string save(int64_t step);
+  CheckpointData checkpoint_data(int64_t step) const;
+  void save(int64_t step, TrainResult& result, std::optional<MetricsLogger>& metrics);
+  void report(const std::optional<AsyncCheckpointer::Saved>& saved, TrainResult& result,
+              std::optional<MetricsLogger>& metrics);
   std::vector<Tensor> checkpoint_shards(const std::vector<Tensor>& local) const;
   void export_hf_model();
 
@@ -202,6 +207,10 @@ class Run {
   bool spmd_safe_step() const { return c_.compile.spmd_safe || handshake_ != dist::Handshake::off; }
   bool handshaken_ = false;
   int64_t start_step_ = 0;
+  // checkpoint.async_mode = "async": the saves' own group, and their thread
+  // (last: destroyed first, it waits for the save in flight).
+  std::shared_ptr<dist::ProcessGroup> checkpoint_group_;
+  AsyncCheckpointer saving_;
 };
 
 // Every rank's reason to stop, agreed on: a rank stopping alone would leave
@@ -399,11 +408,10 @@ std::vector<Tensor> Run::checkpoint_shards(const std::vector<Tensor>& local) con
   return ParamDistribution(mesh_.mesh(), s_.shapes).from_full(s_.dist->to_full(local));
 }
 
-// Every rank takes part; the first replica's dp_shard ranks each write
-// their shards (rank 0 alone without SimpleFSDP). Returns the checkpoint's
-// path on rank 0, "" elsewhere.
-std::string Run::save(int64_t step) {
-  profile::Span span("checkpoint", "save");
+// What this rank saves of the step (collective under tensor or expert
+// parallelism): the first replica's dp_shard ranks each write their shards
+// (rank 0 alone without SimpleFSDP).
+CheckpointData Run::checkpoint_data(int64_t step) const {
   CheckpointData d;
   d.step = step;
   std::vector<Tensor> masters = checkpoint_shards(s_.masters);
@@ -426,7 +434,40 @@ std::string Run::save(int64_t step) {
   for (size_t i = 0; i < s_.names.size(); ++i)
     for (const std::string& prefix : {std::string(), m, v})
       d.full_rows[prefix + s_.names[i]] = s_.shapes[i][0];
-  return save_checkpoint(*checkpoints_, d, *mesh_.mesh());
+  return d;
+}
+
+// Saves the step (every rank takes part): at once, or with
+// checkpoint.async_mode = "async" its copy in host memory on a thread.
+void Run::save(int64_t step, TrainResult& result, std::optional<MetricsLogger>& metrics) {
+  profile::Span span("checkpoint", "save");
+  if (!checkpoint_group_) {
+    result.last_checkpoint = save_checkpoint(*checkpoints_, checkpoint_data(step), *mesh_.mesh(),
+                                             mesh_.world());
+    if (metrics) metrics->note("saved checkpoint " + result.last_checkpoint);
+    return;
+  }
+  CheckpointData d = checkpoint_data(step);
+  if (!writes_checkpoint_shards(*mesh_.mesh())) d.model.clear(), d.optimizer.clear();  // no copy
+  const bool first = !saving_.copy_bytes();
+  report(saving_.start(d, [this](const CheckpointData& copy) {
+    profile::Span written("checkpoint", "write");
+    return save_checkpoint(*checkpoints_, copy, *mesh_.mesh(), *checkpoint_group_);
+  }), result, metrics);
+  if (first && metrics)
+    metrics->note(cat("saving checkpoints in the background from a copy in host memory (",
+                      bytes_text(double(saving_.copy_bytes())), " on this rank, kept for the run)"));
+}
+
+// A save finished in the background (rethrowing its error).
+void Run::report(const std::optional<AsyncCheckpointer::Saved>& saved, TrainResult& result,
+                 std::optional<MetricsLogger>& metrics) {
+  if (!saved) return;
+  result.last_checkpoint = saved->path;
+  char took[32];
+  std::snprintf(took, sizeof took, "%.1f s", saved->seconds);
+  if (metrics)
+    metrics->note(cat("saved checkpoint ", saved->path, " (in the background, ", took, ")"));
 }
 
 void Run::export_hf_model() {
@@ -471,6 +512,8 @@ TrainResult Run::go() {
   checkpoints_ = std::make_unique<CheckpointManager>(
       checkpoint_folder(c_),
       int(c_.checkpoint.keep_latest_k));
+  if (c_.checkpoint.enable && c_.checkpoint.async_mode == "async")
+    checkpoint_group_ = mesh_.world().split(0, mesh_.world().rank(), "checkpoint");
   resume();
 
   const int64_t steps = c_.training.steps;
@@ -579,10 +622,9 @@ TrainResult Run::go() {
     bool callback_stop = on_step_ && !on_step_(m);
     int stop = agree_on_stop(signals.received(), callback_stop);
     int sig = stop == kStopByCallback ? 0 : stop;
-    if (c_.checkpoint.enable && (checkpoint_due(step, steps, c_.checkpoint.interval) || stop)) {
-      result.last_checkpoint = save(step);
-      if (metrics) metrics->note("saved checkpoint " + result.last_checkpoint);
-    }
+    if (c_.checkpoint.enable && (checkpoint_due(step, steps, c_.checkpoint.interval) || stop))
+      save(step, result, metrics);
+    if (stop || saving_.finished()) report(saving_.wait(), result, metrics);
     step_span.reset();
     if (std::string trace = profiler.end_step(step); !trace.empty() && metrics)
       metrics->note("wrote profile trace " + trace + " (kiln profile summarize reads it)");
@@ -603,6 +645,7 @@ TrainResult Run::go() {
       return result;
     }
   }
+  report(saving_.wait(), result, metrics);
   if (c_.compile.replay && metrics) metrics->note(replay_summary(replays_before));
   if (c_.checkpoint.last_save_in_hf) export_hf_model();
   // Kernel builds still running would be lost at exit; finished, they are

@@ -1,5 +1,6 @@
 // Fault injection under mpirun: a SimpleFSDP run on 2 ranks (each writing
-// its shard of every checkpoint, one checkpoint a step) whose job is
+// its shard of every checkpoint, one checkpoint a step, in the background:
+// their own group's collectives beside the training's) whose job is
 // SIGKILLed again and again at random moments (mpirun's process group, as a
 // terminal or scheduler kills it; the ranks must die with it) resumes each
 // time from the newest complete sharded checkpoint and ends with the losses
@@ -30,7 +31,8 @@ TEST(CheckpointKillMpi, RandomSigkillsOfTheWholeJobLoseNothing) {
         return debug_train_args(dir / "corpus.txt", dump, steps,
                                 "--training.local_batch_size 2 --metrics.enable_tensorboard false "
                                 "--checkpoint.enable --checkpoint.interval 1 "
-                                "--checkpoint.keep_latest_k 3 --lr_scheduler.warmup_steps 2");
+                                "--checkpoint.keep_latest_k 3 --lr_scheduler.warmup_steps 2 "
+                                "--checkpoint.async_mode async");
       },
       dir.path(), steps,
       std::string(mpiexec) + " --mca orte_tmpdir_base " + tmp + " --mca btl_vader_backing_directory " +

@@ -139,7 +139,7 @@ TEST(Safetensors, ReadsAHandWrittenFile) {
 
 TEST(Safetensors, EmptyFileIsValid) {
   TempDir dir;
-  save_safetensors(dir / "e.safetensors", {});
+  save_safetensors(dir / "e.safetensors", NamedTensors{});
   SafetensorsFile f(dir / "e.safetensors");
   EXPECT_TRUE(f.entries().empty());
 }

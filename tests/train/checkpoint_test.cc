@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <iterator>
 
 #include "kiln/base/error.h"
 #include "kiln/data/bpe_trainer.h"
@@ -19,6 +21,8 @@
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/clip.h"
 #include "kiln/optim/schedule.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/train/async_checkpoint.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/checkpoint_manifest.h"
 #include "tests/support/temp_dir.h"
@@ -299,6 +303,102 @@ TEST(Checkpoint, ShardsFromSeveralWritersLoadAsFullTensors) {
   std::vector<float> m2 = w;
   for (float& x : m2) x *= 2;
   EXPECT_EQ(c.optimizer.at("optim.m.w").to_vector<float>(), m2);
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(Checkpoint, AHostCopySavesTheFilesOfTheTensorsAsTheyWereWhenCopied) {
+  test::TempDir dir;
+  std::vector<float> w(12);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) / 3;
+  Tensor wt = from_vector<float>(w, {3, 4});
+  CheckpointData d;
+  d.step = 3;
+  d.model = {{"w", wt},
+             {"w_t", wt.transpose(0, 1)},  // a strided view
+             {"w_bf16", wt.to(DType::bf16)},
+             {"empty", from_vector<float>({}, {0, 4})}};
+  d.optimizer = {{"optim.m.w", wt * 2.0}};
+  d.scheduler = {{"last_step", 3}};
+  const std::string plain = CheckpointManager(dir / "plain").save(d);
+  CheckpointData copy = d.on_host();
+  EXPECT_TRUE(copy.model.empty() && copy.optimizer.empty() && copy.host);
+  // The live tensor changes after the copy (the next step's update).
+  std::fill_n(static_cast<float*>(wt.impl().storage->data) + wt.impl().offset, w.size(), -1.0f);
+  const std::string copied = CheckpointManager(dir / "copied").save(copy);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(plain)) {
+    EXPECT_EQ(file_bytes(e.path()), file_bytes(fs::path(copied) / e.path().filename()))
+        << e.path().filename();
+    ++files;
+  }
+  EXPECT_EQ(files, 3);
+  EXPECT_EQ(CheckpointManager(dir / "copied").load().model.at("w").to_vector<float>(), w);
+}
+
+// A checkpoint's data of one tensor, x, at `step`.
+CheckpointData one_tensor(int64_t step, float x) {
+  CheckpointData d;
+  d.step = step;
+  d.model = {{"w", from_vector<float>({x, x}, {2})}};
+  return d;
+}
+
+TEST(AsyncCheckpointer, RunsEachSaveBesideTheCallerAndReportsItWhenWaitedFor) {
+  AsyncCheckpointer saves;
+  EXPECT_FALSE(saves.wait());
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  EXPECT_FALSE(saves.start(one_tensor(1, 1), [released](const CheckpointData& d) {
+    released.wait();  // returns only once the caller goes on past start()
+    return cat("ckpt/step-", d.step);
+  }));
+  EXPECT_TRUE(saves.pending());
+  EXPECT_FALSE(saves.finished());
+  release.set_value();
+  std::optional<AsyncCheckpointer::Saved> first =
+      saves.start(one_tensor(2, 2), [](const CheckpointData&) -> std::string {
+        fail("cannot write ckpt/step-2: No space left on device");
+      });
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->step, 1);
+  EXPECT_EQ(first->path, "ckpt/step-1");
+  EXPECT_GE(first->seconds, 0);
+  // The failed save's error comes with the next call, which then starts nothing.
+  bool ran = false;
+  try {
+    saves.start(one_tensor(3, 3), [&ran](const CheckpointData&) {
+      ran = true;
+      return std::string();
+    });
+    ADD_FAILURE() << "the failed save was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(ran);
+  EXPECT_FALSE(saves.pending());
+}
+
+TEST(AsyncCheckpointer, SavesHostCopiesInTheLastCopysBuffers) {
+  AsyncCheckpointer saves;
+  std::vector<const char*> buffers;
+  std::vector<float> seen;
+  auto save = [&](const CheckpointData& d) {
+    EXPECT_TRUE(d.host && d.model.empty());
+    const HostTensor& w = d.host->first.at(0).second;
+    buffers.push_back(w.data.get());
+    seen.push_back(reinterpret_cast<const float*>(w.data.get())[1]);
+    return std::string();
+  };
+  for (int step = 1; step <= 3; ++step) saves.start(one_tensor(step, float(step) / 2), save);
+  saves.wait();
+  EXPECT_EQ(seen, (std::vector<float>{0.5f, 1.0f, 1.5f}));
+  ASSERT_EQ(buffers.size(), 3u);
+  EXPECT_EQ(buffers[1], buffers[0]);
+  EXPECT_EQ(buffers[2], buffers[0]);
 }
 
 TEST(Checkpoint, DueAndRng) {
