@@ -4,6 +4,7 @@
 #include <exception>
 #include <utility>
 
+#include "kiln/base/error.h"
 #include "kiln/base/profile.h"
 
 namespace kiln::train {
@@ -24,7 +25,12 @@ std::optional<AsyncCheckpointer::Saved> AsyncCheckpointer::start(
   copy_ = data.on_host(std::move(copy_));
   pending_ = std::async(std::launch::async, [this, began, save = std::move(save)] {
     profile::set_thread_name("checkpoint");
-    Saved s{copy_.step, save(copy_), 0};
+    Saved s{copy_.step, "", 0};
+    try {
+      s.path = save(copy_);
+    } catch (const Error& e) {
+      fail("saving checkpoint step ", s.step, " in the background: ", e.what());
+    }
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     return s;
   });
