@@ -27,12 +27,17 @@ names=$(printf '%s|' "${tests[@]}")
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
   GTEST_FILTER=-CompileCache.ConcurrentWritersNeverTearReads KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 \
   ctest --test-dir build-tsan -R "^(${names%|})(_2ranks)?\$" --output-on-failure -j "$(nproc)"
-# A short run that saves every step's checkpoint in the background.
+# A short run that saves every step's checkpoint in the background: alone,
+# and on 2 ranks (the saves' collectives beside the training's; OpenMPI
+# set as the MPI tests set it).
 run=$(mktemp -d "${TMPDIR:-/tmp}/kiln-tsan-run.XXXXXX")
 trap 'rm -rf "$run"' EXIT
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
-  KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 KILN_CACHE=off build-tsan/kiln train --config llama3_debug \
-  --training.steps 4 --checkpoint.enable --checkpoint.interval 1 --checkpoint.async_mode async \
-  --metrics.progress_bar=false --job.dump_folder "$run" >"$run/log" 2>&1 ||
-  { cat "$run/log"; exit 1; }
-echo "kiln train with background checkpoints: no ThreadSanitizer report"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
+export KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 KILN_CACHE=off
+for launch in "" "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x TSAN_OPTIONS -x KILN_NUM_THREADS -x OMP_NUM_THREADS -x KILN_CACHE -n 2"; do
+  rm -rf "$run/out"
+  $launch build-tsan/kiln train --config llama3_debug --training.steps 3 --checkpoint.enable \
+    --checkpoint.interval 1 --checkpoint.async_mode async --metrics.progress_bar=false \
+    --job.dump_folder "$run/out" >"$run/log" 2>&1 || { cat "$run/log"; exit 1; }
+  echo "kiln train with background checkpoints${launch:+ on 2 ranks}: no ThreadSanitizer report"
+done
