@@ -1,18 +1,23 @@
 // An MPI job in which one rank misbehaves, for comm_failure_test:
-//   comm_failure_worker skip|kill|stop|different|late
+//   comm_failure_worker skip|kill|stop|different|late MARK
 // Every rank first runs one all_reduce together (#1 on the world); then for
 // the second, rank 0 skips it (and sleeps), or rank 1 dies, or rank 0 stops
 // dead (SIGSTOP: alive to mpirun, silent to its peers), or rank 0 calls a
 // barrier instead. A rank whose collective fails prints the error and exits
 // non-zero, as the kiln CLI does.
 //
-// late (2 ranks): rank 1 joins an all_gather of tensor memory (too large for
-// the engine's own copies) after rank 0's timed out. Rank 0 frees the
-// buffers of the failed exchange, takes a buffer of the same size from the
-// allocator, and reports whether rank 1's late data was written into it.
+// late MARK (2 ranks): rank 1 joins an all_gather of tensor memory (too
+// large for the engine's own copies) after rank 0's timed out, and once it
+// completes (its data sent into rank 0's buffer) creates the file MARK.
+// Rank 0 frees the buffers of the failed exchange, takes a buffer of the
+// same size from the allocator, and reports whether rank 1's late data was
+// written into it. (Rank 0 never reads where the late data lands: that
+// would race with MPI writing it.)
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,13 +32,10 @@ using namespace std::chrono_literals;
 constexpr int64_t kLateCount = 1 << 18;  // 1 MiB of f32 from each rank
 
 // Rank 0's side of `late`: returns the process's exit status.
-int gather_then_reuse(kiln::dist::ProcessGroup& w) {
+int gather_then_reuse(kiln::dist::ProcessGroup& w, const std::string& mark) {
   const size_t bytes = 2 * kLateCount * sizeof(float);
-  const float* failed = nullptr;  // where the all_gather's output was
   {
     kiln::Storage mine(kiln::kCPU, bytes / 2), all(kiln::kCPU, bytes);
-    std::fill_n(static_cast<float*>(all.data), 2 * kLateCount, 0.0f);
-    failed = static_cast<const float*>(all.data);
     try {
       w.all_gather(mine.data, all.data, kLateCount, kiln::DType::f32).wait();
       std::fprintf(stderr, "rank 0: the all_gather did not time out\n");
@@ -45,14 +47,16 @@ int gather_then_reuse(kiln::dist::ProcessGroup& w) {
   kiln::Storage reused(kiln::kCPU, bytes);
   auto* f = static_cast<float*>(reused.data);
   std::fill_n(f, 2 * kLateCount, 0.0f);
-  // Rank 1 comes 3 s late, and MPI progresses meanwhile. Reading where the
-  // output was is safe only when it was quarantined (else it is `reused`).
-  auto arrived = [&] { return failed[2 * kLateCount - 1] == 7.0f; };
-  for (int i = 0; i < 200 && !arrived(); ++i) std::this_thread::sleep_for(100ms);
+  bool completed = false;
+  for (int i = 0; i < 200 && !completed; ++i) {
+    std::this_thread::sleep_for(100ms);
+    completed = std::filesystem::exists(mark);
+  }
+  std::this_thread::sleep_for(500ms);  // for this rank's MPI to take in what rank 1 sent
   bool written = std::any_of(f, f + 2 * kLateCount, [](float x) { return x != 0.0f; });
-  std::fprintf(stderr, "rank 0: the late data %s; %s\n",
-               arrived() ? "arrived where the all_gather's output was" : "never arrived",
-               written ? "it was written into reused memory" : "reused memory was left alone");
+  std::fprintf(stderr, "rank 0: rank 1's late all_gather %s; %s\n",
+               completed ? "completed" : "never completed",
+               written ? "its data was written into reused memory" : "reused memory was left alone");
   return written ? 3 : 1;
 }
 
@@ -71,11 +75,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (scenario == "late") {
-      if (w->rank() == 0) return gather_then_reuse(*w);
+      const std::string mark = argc > 2 ? argv[2] : "";
+      if (w->rank() == 0) return gather_then_reuse(*w, mark);
       std::this_thread::sleep_for(3s);  // past rank 0's 1 s timeout and 1 s diagnosis
       std::vector<float> mine(kLateCount, 7.0f), all(2 * kLateCount);
       w->set_timeout(10s);
       w->all_gather(mine.data(), all.data(), kLateCount, kiln::DType::f32).wait();
+      std::ofstream{mark};
       return 0;
     }
     if (scenario == "kill" && w->rank() == 1) std::raise(SIGKILL);
