@@ -85,8 +85,6 @@ CompileCache::CompileCache(Options options) : options_(std::move(options)) {
   };
   open(l2_, options_.l2_dir, "L2");
   open(l3_, options_.l3_dir, "L3");
-  l2_.max_bytes = options_.l2_max_bytes;
-  l3_.max_bytes = options_.l3_max_bytes;
 }
 
 void CompileCache::count(CacheTier t, const std::string& kind, const std::function<void(TierStats&)>& add) {
@@ -183,12 +181,12 @@ void CompileCache::trim_if_full(CacheTier t, const std::string& name, int64_t by
   DiskTier& tier = disk(t);
   {
     std::lock_guard lock(mu_);
-    if (tier.estimate >= 0 && tier.estimate + bytes <= tier.max_bytes) {
+    if (tier.estimate >= 0 && tier.estimate + bytes <= max_bytes(t)) {
       tier.estimate += bytes;
       return;
     }
   }
-  const int64_t left = tier.dir->trim(tier.max_bytes, name);
+  const int64_t left = tier.dir->trim(max_bytes(t), name);
   std::lock_guard lock(mu_);
   tier.estimate = left;
 }
@@ -304,7 +302,9 @@ std::string CompileCache::disabled_reason(CacheTier tier) const {
 }
 
 int64_t CompileCache::max_bytes(CacheTier tier) const {
-  return tier == CacheTier::l1 ? 0 : disk(tier).max_bytes;
+  return tier == CacheTier::l1   ? 0
+         : tier == CacheTier::l2 ? options_.l2_max_bytes
+                                 : options_.l3_max_bytes;
 }
 
 CacheDir::Usage CompileCache::disk_usage(CacheTier tier) const {

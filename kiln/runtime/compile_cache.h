@@ -108,7 +108,6 @@ class CompileCache {
   struct DiskTier {
     std::optional<CacheDir> dir;
     std::string why_off;
-    int64_t max_bytes = 0;
     int64_t estimate = -1;  // under mu_: the entries' bytes as last seen plus this process's writes; -1 unknown
   };
   const DiskTier& disk(CacheTier t) const { return t == CacheTier::l2 ? l2_ : l3_; }

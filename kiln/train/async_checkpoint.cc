@@ -40,7 +40,7 @@ std::optional<AsyncCheckpointer::Saved> AsyncCheckpointer::start(
 int64_t AsyncCheckpointer::copy_bytes() const {
   int64_t n = 0;
   if (copy_.host)
-    for (const NamedHostTensors* part : {&copy_.host->first, &copy_.host->second})
+    for (const NamedHostTensors* part : {&copy_.host->model, &copy_.host->optimizer})
       for (const auto& [name, t] : *part) n += int64_t(t.nbytes());
   return n;
 }

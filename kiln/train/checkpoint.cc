@@ -137,8 +137,8 @@ CheckpointData CheckpointData::on_host(CheckpointData reuse) const {
   CheckpointData out = *this;
   if (!host) {
     if (!reuse.host) reuse.host.emplace();
-    out.host.emplace(copy_to_host(model, std::move(reuse.host->first)),
-                     copy_to_host(optimizer, std::move(reuse.host->second)));
+    out.host = HostCopy{copy_to_host(model, std::move(reuse.host->model)),
+                        copy_to_host(optimizer, std::move(reuse.host->optimizer))};
   }
   out.model.clear();
   out.optimizer.clear();
@@ -170,7 +170,7 @@ ShardDigest CheckpointManager::write_shard(const std::string& temp_dir,
     const std::string file = checkpoint_shard_file(stem, data.shard_index, data.shard_count);
     std::string path = (fs::path(temp_dir) / file).string();
     if (data.host)
-      save_safetensors(path, model ? data.host->first : data.host->second, meta);
+      save_safetensors(path, model ? data.host->model : data.host->optimizer, meta);
     else
       save_safetensors(path, model ? data.model : data.optimizer, meta);
     FileDigest d = digest(path);

@@ -27,7 +27,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "kiln/io/safetensors.h"
@@ -46,7 +45,10 @@ struct CheckpointData {
   NamedTensors optimizer;  // e.g. optim::adamw_state_tensors(...)
   // Set by on_host(): model and optimizer copied to host memory (the two
   // above then empty), written from there without touching a device.
-  std::optional<std::pair<NamedHostTensors, NamedHostTensors>> host;
+  struct HostCopy {
+    NamedHostTensors model, optimizer;
+  };
+  std::optional<HostCopy> host;
   nlohmann::json optimizer_state = nlohmann::json::object();  // optim::adamw_state_json
   nlohmann::json scheduler = nlohmann::json::object();        // LRSchedule::to_json
   nlohmann::json loader = nlohmann::json::object();           // DataLoader::to_json

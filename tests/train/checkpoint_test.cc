@@ -391,7 +391,7 @@ TEST(AsyncCheckpointer, SavesHostCopiesInTheLastCopysBuffers) {
   std::vector<float> seen;
   auto save = [&](const CheckpointData& d) {
     EXPECT_TRUE(d.host && d.model.empty());
-    const HostTensor& w = d.host->first.at(0).second;
+    const HostTensor& w = d.host->model.at(0).second;
     buffers.push_back(w.data.get());
     seen.push_back(reinterpret_cast<const float*>(w.data.get())[1]);
     return std::string();
