@@ -11,12 +11,11 @@ class LocalProcessGroup final : public ProcessGroup {
   LocalProcessGroup(std::string name, std::chrono::milliseconds timeout)
       : ProcessGroup(0, 1, std::move(name), {0}, timeout) {}
 
-  std::shared_ptr<ProcessGroup> split(int color, int key, std::string name) override {
-    return std::make_shared<LocalProcessGroup>(std::move(name), timeout());
-  }
-
  protected:
   Work start(Collective c) override { return run_alone(c); }
+  std::shared_ptr<ProcessGroup> split_group(int color, int key, std::string name) override {
+    return std::make_shared<LocalProcessGroup>(std::move(name), timeout());
+  }
 };
 
 }  // namespace kiln::dist

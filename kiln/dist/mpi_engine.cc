@@ -299,8 +299,8 @@ bool Engine::diagnosis_done(Op& op) {
   if (!silent.empty()) why += cat("; no answer (process dead or stuck): ", silent);
   if (late.empty() && other.empty() && silent.empty())
     why += "; every rank reached it but the data did not arrive in time (a slow or failed link)";
-  why += ". Every rank must run the same collectives in the same order; if a rank is only slow, "
-         "raise the timeout (--comm.timeout_seconds)";
+  why += cat(". Every rank must run the same collectives in the same order; if a rank is only "
+             "slow, raise the timeout (", op.timeout_setting, ")");
   fail_comm(*op.comm, why);
   abandon(op, why);
   return true;

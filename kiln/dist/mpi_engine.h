@@ -80,6 +80,7 @@ struct Op {
   std::shared_ptr<Comm> comm;
   CollectiveKind kind = CollectiveKind::barrier;
   std::chrono::milliseconds timeout{0};
+  std::string timeout_setting;  // what sets it (ProcessGroup::timeout_setting), for the message
   Clock::time_point deadline;
   std::deque<Step> steps;
   std::vector<MPI_Request> requests;

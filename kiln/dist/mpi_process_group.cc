@@ -72,10 +72,9 @@ class MpiProcessGroup final : public ProcessGroup {
   }
   ~MpiProcessGroup() override { Engine::get().release(comm_); }
 
-  std::shared_ptr<ProcessGroup> split(int color, int key, std::string name) override;
-
  protected:
   Work start(Collective c) override;
+  std::shared_ptr<ProcessGroup> split_group(int color, int key, std::string name) override;
 
  private:
   int to_int(const Collective& c, int64_t v) const;
@@ -146,6 +145,7 @@ Work MpiProcessGroup::start(Collective c) {
   op->comm = comm_;
   op->kind = c.kind;
   op->timeout = timeout();
+  op->timeout_setting = timeout_setting();
   op->deadline = mpi::Clock::now() + op->timeout;
   MPI_Datatype t = mpi_type(c.dtype);
   MPI_Comm comm = comm_->data;
@@ -256,7 +256,7 @@ std::shared_ptr<ProcessGroup> make_group(std::shared_ptr<mpi::Comm> comm, std::s
 
 void own_errors(MPI_Comm c) { MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN); }
 
-std::shared_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, std::string name) {
+std::shared_ptr<ProcessGroup> MpiProcessGroup::split_group(int color, int key, std::string name) {
   KILN_CHECK(color >= 0, "splitting ", describe(), " into group '", name, "': color ", color,
              " must be >= 0");
   // Everyone's (color, key) through an ordinary collective first: a member

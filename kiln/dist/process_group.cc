@@ -41,6 +41,17 @@ void ProcessGroup::set_timeout(std::chrono::milliseconds t) {
   timeout_ms_ = t.count();
 }
 
+void ProcessGroup::set_timeout(std::chrono::milliseconds t, std::string setting) {
+  set_timeout(t);
+  timeout_setting_ = std::move(setting);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, std::string name) {
+  std::shared_ptr<ProcessGroup> g = split_group(color, key, std::move(name));
+  g->timeout_setting_ = timeout_setting_;
+  return g;
+}
+
 namespace {
 
 void check_count(const ProcessGroup& g, const char* op, int64_t count) {

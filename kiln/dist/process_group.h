@@ -79,6 +79,11 @@ class ProcessGroup {
   // Work fails. Groups split from this one start with its timeout.
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_); }
   void set_timeout(std::chrono::milliseconds t);
+  // What sets the timeout, named by a timeout's message for whoever needs a
+  // longer one ("--comm.timeout_seconds" unless set here; inherited by
+  // splits). Set it before the group's first collective.
+  const std::string& timeout_setting() const { return timeout_setting_; }
+  void set_timeout(std::chrono::milliseconds t, std::string setting);
 
   // out = op over ranks of in (`count` elements); in may equal out.
   Work all_reduce(const void* in, void* out, int64_t count, DType dtype,
@@ -109,7 +114,7 @@ class ProcessGroup {
 
   // A collective over this group: members passing the same color form a new
   // group, ranked by key (ties by rank here). Every member must call it.
-  virtual std::shared_ptr<ProcessGroup> split(int color, int key, std::string name) = 0;
+  std::shared_ptr<ProcessGroup> split(int color, int key, std::string name);
 
   // The devices whose memory the collectives move (host memory for MPI and
   // local groups; NCCL's take CUDA memory, and hand host buffers to their
@@ -122,6 +127,8 @@ class ProcessGroup {
   // Runs a checked call. Calls from several threads are each run whole, but
   // their order is the caller's to keep the same on every rank.
   virtual Work start(Collective c) = 0;
+  // split's group, with this group's timeout.
+  virtual std::shared_ptr<ProcessGroup> split_group(int color, int key, std::string name) = 0;
 
  private:
   void check_counts(const char* op, std::span<const int64_t> counts) const;
@@ -131,6 +138,7 @@ class ProcessGroup {
   std::string name_;
   std::vector<int> world_ranks_;
   std::atomic<int64_t> timeout_ms_;
+  std::string timeout_setting_ = "--comm.timeout_seconds";
 };
 
 // What a group of one computes: copies of the input (any reduction of one

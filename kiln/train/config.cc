@@ -113,6 +113,7 @@ std::vector<Field> fields(TrainConfig& c) {
       {"checkpoint", "load_step", &c.checkpoint.load_step},
       {"checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k},
       {"checkpoint", "async_mode", &c.checkpoint.async_mode, {"disabled", "async"}},
+      {"checkpoint", "timeout_seconds", &c.checkpoint.timeout_seconds},
       {"checkpoint", "initial_load_path", &c.checkpoint.initial_load_path},
       {"checkpoint", "last_save_in_hf", &c.checkpoint.last_save_in_hf},
       {"checkpoint", "export_dtype", &c.checkpoint.export_dtype, {"auto", "float32", "bfloat16"}},
@@ -617,8 +618,11 @@ void finalize(TrainConfig& c) {
   } catch (const Error& e) {
     fail("config: training.device: ", e.what());
   }
-  KILN_CONFIG_CHECK(c.comm.timeout_seconds > 0, "comm.timeout_seconds", "must be positive, got ",
-                    c.comm.timeout_seconds);
+  // (Made milliseconds: an infinite one would overflow.)
+  for (auto [timeout, field] : {std::pair{c.comm.timeout_seconds, "comm.timeout_seconds"},
+                                {c.checkpoint.timeout_seconds, "checkpoint.timeout_seconds"}})
+    KILN_CONFIG_CHECK(timeout > 0 && std::isfinite(timeout), field,
+                      "must be a positive number of seconds, got ", timeout);
   // The model's own consistency rules (heads, experts, ...) name its fields.
   // (A checkpoint.initial_load_path folder is read when the model is built:
   // `--print-config` may come before the folder exists.)

@@ -121,6 +121,10 @@ struct CheckpointSection {
   // tensors are copied to host memory and written on a thread while
   // training goes on (one save at a time; the run's end waits for it).
   std::string async_mode = "disabled";  // disabled | async
+  // A save's (or a resume's) collectives wait this long for the slowest
+  // rank's writes (reads) before they fail: longer than comm.timeout_seconds,
+  // because writing a rank's shards to slow storage can take minutes.
+  double timeout_seconds = 1800;
   // A Hugging Face model folder whose weights initialise a fresh run.
   std::string initial_load_path;
   // At the end, also export the model as a Hugging Face folder

@@ -36,6 +36,13 @@ bool writes_checkpoint_shards(const dist::DeviceMesh& mesh) {
   return mesh.coordinate("dp_replicate") == 0 && mesh.coordinate("tp") == 0;
 }
 
+std::shared_ptr<dist::ProcessGroup> checkpoint_group(dist::ProcessGroup& world,
+                                                     std::chrono::milliseconds timeout) {
+  std::shared_ptr<dist::ProcessGroup> g = world.split(0, world.rank(), "checkpoint");
+  g->set_timeout(timeout, "--checkpoint.timeout_seconds");
+  return g;
+}
+
 std::string save_checkpoint(CheckpointManager& manager, const CheckpointData& data,
                             const dist::DeviceMesh& mesh, dist::ProcessGroup& world) {
   KILN_CHECK(world.world_ranks() == mesh.world().world_ranks(), "save_checkpoint over ",

@@ -3,6 +3,8 @@
 // directory that rank 0 made and then publishes with the manifest
 // (checkpoint.h). One process alone is the plain save.
 #pragma once
+#include <chrono>
+#include <memory>
 #include <string>
 
 #include "kiln/dist/mesh.h"
@@ -14,9 +16,15 @@ namespace kiln::train {
 // replica's (dp_replicate 0) rank 0 of each tp group; the others hold copies.
 bool writes_checkpoint_shards(const dist::DeviceMesh& mesh);
 
+// The ranks of `world` in a group of their own for checkpoint saves and
+// resumes (collective over `world`): its collectives wait `timeout` for the
+// slowest rank's writes or reads, and a save on another thread runs over it
+// beside the training's collectives.
+std::shared_ptr<dist::ProcessGroup> checkpoint_group(dist::ProcessGroup& world,
+                                                     std::chrono::milliseconds timeout);
+
 // Collective over `world`, the mesh's world or a group of the same ranks
-// (one of its own lets a save on another thread run beside the training's
-// collectives): every rank calls it with its part of `data`
+// (checkpoint_group's): every rank calls it with its part of `data`
 // (shard_index/shard_count set from the mesh's dp_shard dimension).
 // Returns the checkpoint's path on rank 0, "" elsewhere; every rank returns
 // once the step is published.

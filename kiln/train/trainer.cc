@@ -120,6 +120,11 @@ DType export_dtype(const TrainConfig& c) {
   return folder.dtype == DType::bf16 ? DType::bf16 : DType::f32;
 }
 
+// A config's timeout (positive and finite: finalize checks it), rounded up.
+std::chrono::milliseconds milliseconds(double seconds) {
+  return std::chrono::milliseconds(int64_t(std::ceil(seconds * 1000)));
+}
+
 // The LoRA line of the run's header.
 std::string lora_text(const TrainConfig& c, const RunSetup& s) {
   const int64_t trained = s.num_trained_parameters(), all = s.num_parameters();
@@ -139,7 +144,7 @@ class MeshScope {
   MeshScope(const TrainConfig& c, Device device)
       : previous_(dist::current_mesh()), device_(device) {
     std::shared_ptr<dist::ProcessGroup> world = dist::world();
-    const std::chrono::milliseconds timeout(int64_t(std::ceil(c.comm.timeout_seconds * 1000)));
+    const std::chrono::milliseconds timeout = milliseconds(c.comm.timeout_seconds);
     world->set_timeout(timeout);
     if (world->size() > 1) {
       world = dist::device_group(world, device);
@@ -207,8 +212,9 @@ class Run {
   bool spmd_safe_step() const { return c_.compile.spmd_safe || handshake_ != dist::Handshake::off; }
   bool handshaken_ = false;
   int64_t start_step_ = 0;
-  // checkpoint.async_mode = "async": the saves' own group, and their thread
-  // (last: destroyed first, it waits for the save in flight).
+  // The saves' and the resume's own group (checkpoint.timeout_seconds), and
+  // with checkpoint.async_mode = "async" the saves' thread (last: destroyed
+  // first, it waits for the save in flight).
   std::shared_ptr<dist::ProcessGroup> checkpoint_group_;
   AsyncCheckpointer saving_;
 };
@@ -322,6 +328,9 @@ bool Run::resume() {
              << std::endl;
   if (!step) return false;
   LoadedCheckpoint ck = checkpoints_->load(step);
+  // Every rank has read it before the training's collectives, whose timeout
+  // is shorter, wait for the slowest reader.
+  checkpoint_group_->barrier().wait();
   // Checkpoints hold full tensors: any mesh resumes from any other.
   std::vector<Tensor> full;
   for (size_t i = 0; i < s_.names.size(); ++i) {
@@ -441,9 +450,9 @@ CheckpointData Run::checkpoint_data(int64_t step) const {
 // checkpoint.async_mode = "async" its copy in host memory on a thread.
 void Run::save(int64_t step, TrainResult& result, std::optional<MetricsLogger>& metrics) {
   profile::Span span("checkpoint", "save");
-  if (!checkpoint_group_) {
+  if (c_.checkpoint.async_mode != "async") {
     result.last_checkpoint = save_checkpoint(*checkpoints_, checkpoint_data(step), *mesh_.mesh(),
-                                             mesh_.world());
+                                             *checkpoint_group_);
     if (metrics) metrics->note("saved checkpoint " + result.last_checkpoint);
     return;
   }
@@ -512,8 +521,8 @@ TrainResult Run::go() {
   checkpoints_ = std::make_unique<CheckpointManager>(
       checkpoint_folder(c_),
       int(c_.checkpoint.keep_latest_k));
-  if (c_.checkpoint.enable && c_.checkpoint.async_mode == "async")
-    checkpoint_group_ = mesh_.world().split(0, mesh_.world().rank(), "checkpoint");
+  if (c_.checkpoint.enable || c_.checkpoint.load_step >= 0)
+    checkpoint_group_ = checkpoint_group(mesh_.world(), milliseconds(c_.checkpoint.timeout_seconds));
   resume();
 
   const int64_t steps = c_.training.steps;

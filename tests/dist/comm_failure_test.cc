@@ -59,6 +59,18 @@ TEST(CommFailure, ARankThatSkipsACollectiveIsNamedAndTheJobEnds) {
   expect_in(j.output, "aborting the MPI job after a communication failure");
 }
 
+// A checkpoint's collectives wait for slow writers longer than training's,
+// and a timeout names the setting that lengthens them.
+TEST(CommFailure, TheCheckpointGroupHasItsOwnTimeoutAndNamesIt) {
+  Job j = run_job(2, "checkpoint");
+  EXPECT_NE(j.status, 0);
+  EXPECT_LT(j.seconds, kNoHang);
+  expect_in(j.output, "rank 0: the checkpoint group waited for the late rank");
+  expect_in(j.output, "barrier #2 on group 'checkpoint' (world ranks 0,1) did not complete "
+                      "within 1 s; not arrived: rank 1");
+  expect_in(j.output, "raise the timeout (--checkpoint.timeout_seconds)");
+}
+
 TEST(CommFailure, AKilledRankMakesTheOthersExitNonZero) {
   Job j = run_job(3, "kill");
   EXPECT_NE(j.status, 0);

@@ -1,5 +1,5 @@
 // An MPI job in which one rank misbehaves, for comm_failure_test:
-//   comm_failure_worker skip|kill|stop|different|late MARK
+//   comm_failure_worker skip|kill|stop|different|late MARK|checkpoint
 // Every rank first runs one all_reduce together (#1 on the world); then for
 // the second, rank 0 skips it (and sleeps), or rank 1 dies, or rank 0 stops
 // dead (SIGSTOP: alive to mpirun, silent to its peers), or rank 0 calls a
@@ -13,6 +13,11 @@
 // same size from the allocator, and reports whether rank 1's late data was
 // written into it. (Rank 0 never reads where the late data lands: that
 // would race with MPI writing it.)
+//
+// checkpoint (2 ranks): a checkpoint group (train/distributed_checkpoint.h)
+// of 10 s waits for rank 1, 2.5 s late to a barrier, where the world's 1 s
+// would not; then, its timeout lowered to 1 s, rank 1 skips a barrier, and
+// rank 0's error names the setting that raises the checkpoint group's.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -25,6 +30,7 @@
 #include "kiln/base/error.h"
 #include "kiln/dist/world.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/train/distributed_checkpoint.h"
 
 namespace {
 
@@ -82,6 +88,16 @@ int main(int argc, char** argv) {
       w->set_timeout(10s);
       w->all_gather(mine.data(), all.data(), kLateCount, kiln::DType::f32).wait();
       std::ofstream{mark};
+      return 0;
+    }
+    if (scenario == "checkpoint") {
+      auto g = kiln::train::checkpoint_group(*w, 10s);
+      if (w->rank() == 1) std::this_thread::sleep_for(2500ms);
+      g->barrier().wait();
+      std::fprintf(stderr, "rank %d: the checkpoint group waited for the late rank\n", w->rank());
+      g->set_timeout(1s);
+      if (w->rank() == 1) std::this_thread::sleep_for(300s);
+      g->barrier().wait();
       return 0;
     }
     if (scenario == "kill" && w->rank() == 1) std::raise(SIGKILL);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -315,6 +316,15 @@ TEST(TrainConfig, FinalizeFillsTheModelAndChecksValues) {
   bad = TrainConfig();
   apply_setting(bad, "model.n_kv_heads", "3");  // 4 heads are not a multiple of 3
   EXPECT_CONTAINS(error_of([&] { finalize(bad); }), "[model]");
+  // (TOML can write inf and nan; the command line cannot.)
+  for (double value : {0.0, -5.0, double(INFINITY), double(NAN)})
+    for (bool checkpoint : {false, true}) {
+      bad = TrainConfig();
+      (checkpoint ? bad.checkpoint.timeout_seconds : bad.comm.timeout_seconds) = value;
+      EXPECT_CONTAINS(error_of([&] { finalize(bad); }),
+                      cat(checkpoint ? "checkpoint" : "comm",
+                          ".timeout_seconds: must be a positive number of seconds"));
+    }
   TrainConfig accum;
   accum.training.global_batch_size = 32;
   finalize(accum);

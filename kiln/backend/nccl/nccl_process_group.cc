@@ -211,9 +211,10 @@ class NcclProcessGroup final : public ProcessGroup,
 
   DeviceKind memory() const override { return DeviceKind::cuda; }
 
+ protected:
   // A failed split aborts this group's communicator on every rank (one
   // still inside ncclCommSplit returns, and the ranks stay in step).
-  std::shared_ptr<ProcessGroup> split(int color, int key, std::string name) override {
+  std::shared_ptr<ProcessGroup> split_group(int color, int key, std::string name) override {
     std::shared_ptr<ProcessGroup> host = host_->split(color, key, name);
     std::shared_ptr<ProcessGroup> watch = watch_group(*host);
     auto comm = std::make_shared<ncclComm_t>(nullptr);
@@ -243,7 +244,6 @@ class NcclProcessGroup final : public ProcessGroup,
     return g;
   }
 
- protected:
   Work start(Collective c) override {
     // A barrier synchronises the hosts. Another call with no buffers
     // (nothing to move on this rank) runs on NCCL, as its peers' calls with
