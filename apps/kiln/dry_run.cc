@@ -54,7 +54,8 @@ nlohmann::ordered_json to_json(const train::DryRun& d) {
   j["memory_per_rank"] = {{"params", m.params},       {"optimizer_state", m.optimizer_state},
                           {"batch", m.batch},         {"computed", m.computed},
                           {"gradients", m.gradients}, {"activations", nullptr},
-                          {"offloaded", m.offloaded}, {"total", m.total()}};
+                          {"offloaded", m.offloaded}, {"checkpoint_copy", d.checkpoint_copy},
+                          {"total", m.total()}};
   if (m.activations) j["memory_per_rank"]["activations"] = *m.activations;
   for (const train::ParamPlan& p : d.params)
     j["parameters"].push_back({{"name", p.name},
@@ -123,6 +124,9 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
   row("expected peak", "parameters + optimizer state + batch + step", m.total());
   if (m.offloaded > 0)
     row("offloaded activations", "in host memory (the offload pool), not above", m.offloaded);
+  if (d.checkpoint_copy > 0)
+    row("checkpoint copy", "in host memory (async_mode = async), not above",
+        d.checkpoint_copy);
 }
 
 }  // namespace kiln::cli

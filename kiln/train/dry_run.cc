@@ -75,6 +75,8 @@ DryRun dry_run(const TrainConfig& c, int world_size) {
              : c.compile.enable      ? "per-block compile"
                                      : "eager";
   out.memory = s.step->expected_memory(s.masters, s.state, placeholder_batches(c, s.accum));
+  if (c.checkpoint.enable && c.checkpoint.async_mode == "async")
+    out.checkpoint_copy = s.checkpoint_shard_bytes();
   return out;
 }
 

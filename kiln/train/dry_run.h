@@ -42,6 +42,10 @@ struct DryRun {
   int64_t microbatches = 1;
   std::string rung;       // "eager", "per-block compile", "graph trainer"
   MemoryEstimate memory;  // rank 0's
+  // Host memory rank 0 holds for the run with checkpoint.async_mode =
+  // async (its checkpoint shards' copy: RunSetup::checkpoint_shard_bytes);
+  // 0 otherwise.
+  int64_t checkpoint_copy = 0;
 };
 
 // `world_size` 0: implied_world_size(config). kiln::Error for whatever a

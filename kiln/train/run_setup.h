@@ -69,6 +69,10 @@ class RunSetup {
   // Elements over every parameter, and over the trained ones.
   int64_t num_parameters() const { return model->num_parameters(); }
   int64_t num_trained_parameters() const;
+  // Bytes of this rank's share of a checkpoint (the masters, AdamW's m and
+  // v; dim 0 split over dp_shard, padded), which a writer's background save
+  // copies to host memory (checkpoint.async_mode = async).
+  int64_t checkpoint_shard_bytes() const;
   // Training FLOPs per token at training.seq_len: flops_per_token, or with
   // LoRA lora_flops_per_token (the frozen weights get no weight gradient).
   double flops_per_token() const;

@@ -371,6 +371,9 @@ StepResult Run::train_step(double lr) {
          << " computed in the step; activation_checkpoint.mode = " << c_.activation_checkpoint.mode
          << ")";
     if (e.offloaded > 0) out_ << ", and " << bytes_text(e.offloaded) << " of offloaded activations in host memory";
+    if (c_.checkpoint.enable && c_.checkpoint.async_mode == "async")
+      out_ << ", and " << bytes_text(s_.checkpoint_shard_bytes())
+           << " of host memory for the background checkpoint copy";
     out_ << std::endl;
     memory_reported_ = true;
   }

@@ -190,6 +190,39 @@ TEST(DryRun, RefusesWhatARunRefuses) {
 
 // The dry run's expected peak is the one the trainer prints before its
 // first step, and it agrees with the allocator's peak over that step.
+// The host memory of a background save's copy: the masters, m and v of
+// this rank's checkpoint shards (full tensors split over dp_shard, whatever
+// tp does), and exactly what a run copies.
+TEST(DryRun, BackgroundCheckpointCopy) {
+  const std::string async = " --checkpoint.enable --checkpoint.async_mode async";
+  nlohmann::json one = plan("--config llama3_8b" + async);
+  EXPECT_EQ(mem(one, "checkpoint_copy"), 3 * 8030261248 * 4);
+  EXPECT_EQ(mem(plan("--config llama3_8b --checkpoint.enable"), "checkpoint_copy"), 0);
+  for (const char* mesh : {"--world-size 8", "--world-size 16 --parallelism.tensor_parallel_degree 2"}) {
+    SCOPED_TRACE(mesh);
+    nlohmann::json p = plan(std::string("--config llama3_8b ") + mesh + async);
+    // dp_shard 8: an eighth, up to the rows padding dim 0 to a multiple of 8.
+    EXPECT_NEAR(double(mem(p, "checkpoint_copy")) * 8 / double(mem(one, "checkpoint_copy")), 1.0,
+                0.001);
+  }
+
+  TempDir dir;
+  std::string corpus = dir / "corpus.txt";
+  write_grammar_corpus(corpus, 100);
+  const std::string config = "--config llama3_debug" + async;
+  CliRun r = run_cli("train " + config + " --data.path " + corpus +
+                     " --data.text_split line --job.dump_folder " + std::string(dir / "run") +
+                     " --training.steps 1 --metrics.enable_tensorboard false");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string copy = bytes_text(double(mem(plan(config), "checkpoint_copy")));
+  EXPECT_NE(r.output.find(", and " + copy + " of host memory for the background checkpoint copy"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("from a copy in host memory (" + copy + " on this rank"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(DryRun, ExpectedPeakMatchesAMeasuredRun) {
   TempDir dir;
   std::string corpus = dir / "corpus.txt";
