@@ -66,7 +66,9 @@ void add_cache(CLI::App& app) {
     CompileCache& cache = CompileCache::instance();
     EntryIdentity id = build_identity();
     std::cout << "kiln compile cache (kiln " << id.kiln_version << ", " << id.compiler << ", build "
-              << (id.build.empty() ? "unknown" : id.build.substr(0, 12)) << ")\n";
+              << (id.build.empty() ? "unknown" : id.build.substr(0, 12)) << ")\n"
+              << "L1 in-process:  at most " << bytes_text(double(cache.max_bytes(CacheTier::l1)))
+              << " in each process\n";
     int64_t stale = print_tier_line(cache, CacheTier::l2, "L2 host-local:  ") +
                     print_tier_line(cache, CacheTier::l3, "L3 persistent:  ");
     if (stale)

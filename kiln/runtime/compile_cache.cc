@@ -46,6 +46,14 @@ std::string default_l3_dir() {
 
 CompileCache::Options CompileCache::Options::from_env() {
   Options o;
+  for (auto [name, bound] : {std::pair{"KILN_L1_CACHE_MAX_SIZE", &o.l1_max_bytes},
+                             std::pair{"KILN_L2_CACHE_MAX_SIZE", &o.l2_max_bytes},
+                             std::pair{"KILN_CACHE_MAX_SIZE", &o.l3_max_bytes}}) {
+    const std::string v = env(name);
+    if (v.empty()) continue;
+    *bound = parse_bytes(v, name);
+    KILN_CHECK(*bound > 0, name, "='", v, "' must be more than 0 (KILN_CACHE=off turns the disk tiers off)");
+  }
   if (!cache_enabled_by_env()) {
     o.why_off = "KILN_CACHE=off";
     return o;
@@ -54,13 +62,6 @@ CompileCache::Options CompileCache::Options::from_env() {
   if (o.l2_dir.empty()) o.l2_dir = default_l2_dir();
   o.l3_dir = env("KILN_CACHE_DIR");
   if (o.l3_dir.empty()) o.l3_dir = default_l3_dir();
-  for (auto [name, bound] : {std::pair{"KILN_L2_CACHE_MAX_SIZE", &o.l2_max_bytes},
-                             std::pair{"KILN_CACHE_MAX_SIZE", &o.l3_max_bytes}}) {
-    const std::string v = env(name);
-    if (v.empty()) continue;
-    *bound = parse_bytes(v, name);
-    KILN_CHECK(*bound > 0, name, "='", v, "' must be more than 0 (KILN_CACHE=off turns the disk tiers off)");
-  }
   return o;
 }
 
@@ -102,9 +103,28 @@ const std::string* CompileCache::l1_hit(const std::string& name) {
   if (it == l1_.end()) return nullptr;
   count(CacheTier::l1, entry_kind(name), [&](TierStats& s) {
     ++s.requests, ++s.hits;
-    s.bytes_read += int64_t(it->second.size());
+    s.bytes_read += int64_t(it->second.payload.size());
   });
-  return &it->second;
+  l1_used_.splice(l1_used_.end(), l1_used_, it->second.used);
+  return &it->second.payload;
+}
+
+void CompileCache::l1_insert(const std::string& name, const std::string& payload) {
+  auto [it, added] = l1_.try_emplace(name);
+  if (added) {
+    it->second.used = l1_used_.insert(l1_used_.end(), name);
+  } else {
+    l1_bytes_ -= int64_t(it->second.payload.size());
+    l1_used_.splice(l1_used_.end(), l1_used_, it->second.used);
+  }
+  it->second.payload = payload;
+  l1_bytes_ += int64_t(payload.size());
+  while (l1_bytes_ > options_.l1_max_bytes && l1_used_.front() != name) {
+    auto oldest = l1_.find(l1_used_.front());
+    l1_bytes_ -= int64_t(oldest->second.payload.size());
+    l1_.erase(oldest);
+    l1_used_.pop_front();
+  }
 }
 
 std::optional<std::string> CompileCache::lookup_l1(const std::string& name) {
@@ -156,7 +176,7 @@ void CompileCache::store(const CacheKey& key, const std::string& name, const std
                          bool l3) {
   {
     std::lock_guard lock(mu_);
-    l1_.insert_or_assign(name, payload);
+    l1_insert(name, payload);
     count(CacheTier::l1, key.kind, [&](TierStats& s) { s.bytes_written += int64_t(payload.size()); });
   }
   std::string encoded;
@@ -289,6 +309,8 @@ void CompileCache::clear(bool l1, bool l2, bool l3) {
   if (l1) {
     std::lock_guard lock(mu_);
     l1_.clear();
+    l1_used_.clear();
+    l1_bytes_ = 0;
   }
   if (l2 && l2_.dir) l2_.dir->clear();
   if (l3 && l3_.dir) l3_.dir->clear();
@@ -302,7 +324,7 @@ std::string CompileCache::disabled_reason(CacheTier tier) const {
 }
 
 int64_t CompileCache::max_bytes(CacheTier tier) const {
-  return tier == CacheTier::l1   ? 0
+  return tier == CacheTier::l1   ? options_.l1_max_bytes
          : tier == CacheTier::l2 ? options_.l2_max_bytes
                                  : options_.l3_max_bytes;
 }

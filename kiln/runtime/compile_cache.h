@@ -1,7 +1,8 @@
 // The tiered compile cache: compiled artifacts (programs, fused-kernel shared
 // objects, ...) keyed by a graph's three fingerprints and a kind.
 //
-//   L1  an in-process map;
+//   L1  an in-process map, bounded ($KILN_L1_CACHE_MAX_SIZE, default
+//       256 MiB): past the bound the least recently used entries leave it;
 //   L2  a host-local directory shared by the processes of one host, so that
 //       several ranks compile once (default /dev/shm/kiln-cache-<uid>,
 //       $KILN_L2_CACHE_DIR);
@@ -24,6 +25,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,10 +48,12 @@ class CompileCache {
     std::string l3_dir;  // "" turns L3 off
     EntryIdentity identity = build_identity();  // tests override it to play another version
     std::string why_off;  // why both directories are "", for messages ("KILN_CACHE=off")
+    int64_t l1_max_bytes = int64_t(256) << 20;
     int64_t l2_max_bytes = int64_t(1) << 30;
     int64_t l3_max_bytes = int64_t(5) << 30;
     // KILN_CACHE, KILN_L2_CACHE_DIR, KILN_CACHE_DIR, XDG_CACHE_HOME, HOME,
-    // KILN_L2_CACHE_MAX_SIZE, KILN_CACHE_MAX_SIZE. Throws kiln::Error for a
+    // KILN_L1_CACHE_MAX_SIZE, KILN_L2_CACHE_MAX_SIZE, KILN_CACHE_MAX_SIZE.
+    // Throws kiln::Error for a
     // KILN_CACHE other than on/off/1/0, or a size that is not one (or is 0).
     static Options from_env();
   };
@@ -101,7 +105,7 @@ class CompileCache {
   std::string disabled_reason(CacheTier tier) const;
   // What a disk tier holds now (all processes' entries); zeros when it is off.
   CacheDir::Usage disk_usage(CacheTier tier) const;
-  // The bound on a disk tier's entries (see the top of this file).
+  // The bound on a tier's entries (see the top of this file).
   int64_t max_bytes(CacheTier tier) const;
 
  private:
@@ -117,8 +121,12 @@ class CompileCache {
   void trim_if_full(CacheTier t, const std::string& name, int64_t bytes);
   // Under mu_: counts into tier `t` of the totals and of `kind`.
   void count(CacheTier t, const std::string& kind, const std::function<void(TierStats&)>& add);
-  // Under mu_: the L1 payload, counting a request and a hit, or null (nothing counted).
+  // Under mu_: the L1 payload, counting a request and a hit and marking it
+  // used, or null (nothing counted).
   const std::string* l1_hit(const std::string& name);
+  // Under mu_: `payload` into L1, then the least recently used others out
+  // until L1 is within its bound.
+  void l1_insert(const std::string& name, const std::string& payload);
   std::optional<std::string> lookup_l1(const std::string& name);
   std::optional<std::string> lookup_disk(CacheTier t, const CacheKey& key, const std::string& name);
   // The disk lookups after an L1 miss, promoting a hit; `hit` names its tier.
@@ -131,7 +139,13 @@ class CompileCache {
   Options options_;
   DiskTier l2_, l3_;
   mutable std::mutex mu_;  // guards everything below
-  std::unordered_map<std::string, std::string> l1_;  // entry name -> payload
+  struct L1Entry {
+    std::string payload;
+    std::list<std::string>::iterator used;  // its place in l1_used_
+  };
+  std::unordered_map<std::string, L1Entry> l1_;  // by entry name
+  std::list<std::string> l1_used_;               // L1's names, least recently used first
+  int64_t l1_bytes_ = 0;                         // of L1's payloads
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> compiling_;  // per entry name
   std::set<std::string> said_;
   CacheStats stats_;

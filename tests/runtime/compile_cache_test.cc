@@ -300,6 +300,28 @@ struct Damage {
   const char* why;
 };
 
+// L1 alone (the disk tiers off), bounded to two and a half entries: a third
+// entry sends out the least recently used one, and a hit marks it used.
+TEST(CompileCache, L1PastItsBoundForgetsTheEntryUsedLongestAgo) {
+  Compiler c{std::string(1000, 'p')};
+  Options o = dirs("", "");
+  o.l1_max_bytes = 2500;
+  CompileCache cache(o);
+  for (uint64_t n : {1, 2}) cache.get_or_compile(key(n), c.fn());
+  EXPECT_EQ(cache.get(key(1)), c.payload);  // 2 is now the oldest
+  cache.get_or_compile(key(3), c.fn());
+  EXPECT_EQ(c.calls, 3);
+  for (uint64_t n : {1, 2, 3}) EXPECT_EQ(cache.has(key(n)), n != 2) << n;
+  cache.get_or_compile(key(2), c.fn());  // compiled again, and 1 goes
+  EXPECT_EQ(c.calls, 4);
+  for (uint64_t n : {1, 2, 3}) EXPECT_EQ(cache.has(key(n)), n != 1) << n;
+  // An entry larger than the bound stays alone until the next.
+  Compiler big{std::string(4000, 'b')};
+  cache.get_or_compile(key(5), big.fn());
+  for (uint64_t n : {2, 3, 5}) EXPECT_EQ(cache.has(key(n)), n == 5) << n;
+  EXPECT_EQ(cache.get(key(5)), big.payload);
+}
+
 TEST(CompileCache, ADamagedEntryIsReportedOnceDeletedAndRecompiled) {
   std::vector<Damage> damages = {
       {"cut in the payload", [](std::string b) { return b.substr(0, b.size() - 5); }, "truncated: "},
@@ -482,16 +504,24 @@ TEST(CompileCache, OptionsComeFromTheEnvironment) {
     EXPECT_EQ(CompileCache(o).disabled_reason(CacheTier::l3), "KILN_CACHE=off");
   }
   {
-    EnvGuard env({{"KILN_CACHE_MAX_SIZE", "2G"}, {"KILN_L2_CACHE_MAX_SIZE", "512 MiB"}});
+    EnvGuard env({{"KILN_CACHE_MAX_SIZE", "2G"}, {"KILN_L2_CACHE_MAX_SIZE", "512 MiB"},
+                  {"KILN_L1_CACHE_MAX_SIZE", "64M"}});
     Options o = Options::from_env();
     EXPECT_EQ(o.l3_max_bytes, int64_t(2) << 30);
     EXPECT_EQ(o.l2_max_bytes, int64_t(512) << 20);
+    EXPECT_EQ(o.l1_max_bytes, int64_t(64) << 20);
   }
   {
-    EnvGuard env({{"KILN_CACHE_MAX_SIZE", nullptr}, {"KILN_L2_CACHE_MAX_SIZE", nullptr}});
+    EnvGuard env({{"KILN_CACHE_MAX_SIZE", nullptr}, {"KILN_L2_CACHE_MAX_SIZE", nullptr},
+                  {"KILN_L1_CACHE_MAX_SIZE", nullptr}});
     Options o = Options::from_env();
     EXPECT_EQ(o.l3_max_bytes, int64_t(5) << 30);
     EXPECT_EQ(o.l2_max_bytes, int64_t(1) << 30);
+    EXPECT_EQ(o.l1_max_bytes, int64_t(256) << 20);
+  }
+  {  // L1 is bounded with the disk tiers off too
+    EnvGuard env({{"KILN_CACHE", "off"}, {"KILN_L1_CACHE_MAX_SIZE", "1M"}});
+    EXPECT_EQ(Options::from_env().l1_max_bytes, int64_t(1) << 20);
   }
   for (auto [value, says] : {std::pair{"lots", "KILN_CACHE_MAX_SIZE='lots' is not a size"},
                              std::pair{"0", "KILN_CACHE_MAX_SIZE='0' must be more than 0"}}) {
