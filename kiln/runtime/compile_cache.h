@@ -53,8 +53,8 @@ class CompileCache {
     int64_t l3_max_bytes = int64_t(5) << 30;
     // KILN_CACHE, KILN_L2_CACHE_DIR, KILN_CACHE_DIR, XDG_CACHE_HOME, HOME,
     // KILN_L1_CACHE_MAX_SIZE, KILN_L2_CACHE_MAX_SIZE, KILN_CACHE_MAX_SIZE.
-    // Throws kiln::Error for a
-    // KILN_CACHE other than on/off/1/0, or a size that is not one (or is 0).
+    // Throws kiln::Error for a KILN_CACHE other than on/off/1/0, or a size
+    // that is not one (or is 0).
     static Options from_env();
   };
 
