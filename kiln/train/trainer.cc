@@ -328,8 +328,8 @@ bool Run::resume() {
              << std::endl;
   if (!step) return false;
   LoadedCheckpoint ck = checkpoints_->load(step);
-  // Every rank has read it before the training's collectives, whose timeout
-  // is shorter, wait for the slowest reader.
+  // Every rank waits here, under the checkpoint's timeout, until all have
+  // read it: the training's collectives would give a slow reader less time.
   checkpoint_group_->barrier().wait();
   // Checkpoints hold full tensors: any mesh resumes from any other.
   std::vector<Tensor> full;
