@@ -656,7 +656,8 @@ class NcclProcessGroup final : public ProcessGroup,
                       counts[size_t(r)], ")");
     return behind.empty()
                ? cat(head, "; every rank started it, so NCCL stalled (a network or GPU fault?)")
-               : cat(head, "; world ranks ", behind, " did not arrive");
+               : cat(head, "; world ranks ", behind, " did not arrive (if they are only slow, "
+                     "raise the timeout: ", timeout_setting(), ")");
   }
 
   // Fails every pending collective (`first` with `why` itself, the others
