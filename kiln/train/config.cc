@@ -678,6 +678,10 @@ LoraOptions lora_options(const TrainConfig& c) {
   return o;
 }
 
+bool saves_in_background(const TrainConfig& c) {
+  return c.checkpoint.enable && c.checkpoint.async_mode == "async";
+}
+
 int64_t grad_accum_steps(const TrainConfig& c, int64_t dp_degree) {
   const TrainingSection& t = c.training;
   if (t.global_batch_size == -1) return 1;

@@ -296,6 +296,8 @@ LoraOptions lora_options(const TrainConfig& config);
 // `dp_degree` data-parallel ranks (training.global_batch_size = local batch
 // x dp_degree x microbatches, as in TorchTitan); kiln::Error when it does not divide.
 int64_t grad_accum_steps(const TrainConfig& config, int64_t dp_degree = 1);
+// Checkpoints are on and saved in the background (checkpoint.async_mode = async).
+bool saves_in_background(const TrainConfig& config);
 
 // `kiln train`'s arguments, in order:
 //   --config FILE|NAME, --print-config, --dry-run [--world-size N] [--json],

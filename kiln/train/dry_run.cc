@@ -75,8 +75,7 @@ DryRun dry_run(const TrainConfig& c, int world_size) {
              : c.compile.enable      ? "per-block compile"
                                      : "eager";
   out.memory = s.step->expected_memory(s.masters, s.state, placeholder_batches(c, s.accum));
-  if (c.checkpoint.enable && c.checkpoint.async_mode == "async")
-    out.checkpoint_copy = s.checkpoint_shard_bytes();
+  if (saves_in_background(c)) out.checkpoint_copy = s.checkpoint_shard_bytes();
   return out;
 }
 

@@ -5,12 +5,8 @@
 #include "kiln/ops/shape.h"
 
 namespace kiln::train {
-namespace {
 
-// Rows per shard of a dim 0 of `rows` over `n` ranks (the last ones padded).
 int64_t shard_rows(int64_t rows, int64_t n) { return (rows + n - 1) / n; }
-
-}  // namespace
 
 ParamDistribution::ParamDistribution(std::shared_ptr<dist::DeviceMesh> mesh,
                                      const std::vector<Shape>& full_shapes, TensorParallelPlan tp,

@@ -42,6 +42,9 @@
 
 namespace kiln::train {
 
+// Rows per FSDP shard of a dim 0 of `rows` over `n` ranks (the last ones padded).
+int64_t shard_rows(int64_t rows, int64_t n);
+
 class ParamDistribution {
  public:
   ParamDistribution() = default;  // one process

@@ -129,7 +129,7 @@ int64_t RunSetup::checkpoint_shard_bytes() const {
   const int64_t n = mesh->size("dp_shard");
   int64_t elements = 0;
   for (const Shape& s : shapes)
-    if (s[0] > 0) elements += (s[0] + n - 1) / n * (s.numel() / s[0]);
+    if (s[0] > 0) elements += shard_rows(s[0], n) * (s.numel() / s[0]);
   return 3 * elements * int64_t(itemsize(policy.master_dtype));
 }
 

@@ -371,7 +371,7 @@ StepResult Run::train_step(double lr) {
          << " computed in the step; activation_checkpoint.mode = " << c_.activation_checkpoint.mode
          << ")";
     if (e.offloaded > 0) out_ << ", and " << bytes_text(e.offloaded) << " of offloaded activations in host memory";
-    if (c_.checkpoint.enable && c_.checkpoint.async_mode == "async")
+    if (saves_in_background(c_))
       out_ << ", and " << bytes_text(s_.checkpoint_shard_bytes())
            << " of host memory for the background checkpoint copy";
     out_ << std::endl;
@@ -453,7 +453,7 @@ CheckpointData Run::checkpoint_data(int64_t step) const {
 // checkpoint.async_mode = "async" its copy in host memory on a thread.
 void Run::save(int64_t step, TrainResult& result, std::optional<MetricsLogger>& metrics) {
   profile::Span span("checkpoint", "save");
-  if (c_.checkpoint.async_mode != "async") {
+  if (!saves_in_background(c_)) {
     result.last_checkpoint = save_checkpoint(*checkpoints_, checkpoint_data(step), *mesh_.mesh(),
                                              *checkpoint_group_);
     if (metrics) metrics->note("saved checkpoint " + result.last_checkpoint);
