@@ -43,7 +43,7 @@ Executable::Executable(ir::Graph g, Device device,
     : graph_(std::move(g)),
       device_(device),
       name_(std::move(name)),
-      impl_(std::make_unique<Impl>()),
+      impl_(std::make_shared<Impl>()),
       replays_(new_replays()) {
   const auto& values = graph_.values();
   compiler::MemoryPlan plan = compiler::plan_memory(graph_, donations, {.outputs_in_arena = false});
@@ -176,10 +176,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs, bool replay)
   for (const Tensor& t : args) keep.push_back(t.impl().storage);
   for (const Tensor& t : outs) keep.push_back(t.impl().storage);
 
-  const Impl* impl = impl_.get();
-  auto task = [this, impl, device = device_, refs = std::move(refs), keep = std::move(keep)] {
-    launch_all(*impl, refs, device, name_);
-  };
+  auto task = [impl = std::shared_ptr<const Impl>(impl_), device = device_, name = name_,
+               refs = std::move(refs), keep = std::move(keep)] { launch_all(*impl, refs, device, name); };
   backend(device_).queue(device_.index).enqueue(std::move(task), "compiled program");
   if (eager_mode() == EagerMode::debug) synchronize(device_);
   return outs;

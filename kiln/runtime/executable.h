@@ -83,8 +83,9 @@ class Executable {
   Device device_;
   std::string name_;
   ExecutableStats stats_;
-  std::unique_ptr<Impl> impl_;
-  std::shared_ptr<Replays> replays_;  // queued replays hold it too
+  // Queued runs hold both, so an Executable may go while its runs wait.
+  std::shared_ptr<Impl> impl_;
+  std::shared_ptr<Replays> replays_;
 };
 
 // Every program's replay counts in this process, added up, and why each

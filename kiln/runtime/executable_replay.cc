@@ -167,10 +167,10 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
   std::vector<std::shared_ptr<Storage>> keep;
   for (const Tensor& t : args) keep.push_back(t.impl().storage);
   for (const Tensor& t : outs) keep.push_back(t.impl().storage);
-  const Impl* impl = impl_.get();
-  auto task = [this, impl, state = replays_, shared = std::move(shared), rec, refs = std::move(refs),
-               copy_in = std::move(copy_in), copy_out = std::move(copy_out), keep = std::move(keep)] {
-    Backend& b = backend(device_);
+  auto task = [impl = std::shared_ptr<const Impl>(impl_), device = device_, name = name_, state = replays_,
+               shared = std::move(shared), rec, refs = std::move(refs), copy_in = std::move(copy_in),
+               copy_out = std::move(copy_out), keep = std::move(keep)] {
+    Backend& b = backend(device);
     for (const Copy& c : copy_in) b.strided_copy(c.dst, c.src);
     PrivateMemory* memory = shared->memory.get();
     bool refused = false;
@@ -180,7 +180,7 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
     }
     if (!rec->work && !rec->failed && !refused) {
       try {
-        rec->work = b.record(device_.index, [impl, refs, memory, device = device_, name = name_] {
+        rec->work = b.record(device.index, [impl, refs, memory, device, name] {
           PrivateMemoryScope scope(*memory);
           launch_all(*impl, refs, device, name);
         });
@@ -189,17 +189,17 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
       } catch (const std::exception& e) {
         rec->failed = true;
         std::lock_guard l(state->mu);
-        refuse(state->stats, name_, cat("recording it failed: ", e.what()));
+        refuse(state->stats, name, cat("recording it failed: ", e.what()));
         // Later runs are plain, over buffers of their own: these go with
         // the runs already queued.
         state->recordings.reset();
       }
     }
     if (rec->work) {
-      profile::Span span("program", name_ + " (replay)");
+      profile::Span span("program", name + " (replay)");
       rec->work->replay();
     } else {
-      launch_all(*impl, refs, device_, name_);
+      launch_all(*impl, refs, device, name);
     }
     for (const Copy& c : copy_out) b.strided_copy(c.dst, c.src);
     std::lock_guard l(state->mu);

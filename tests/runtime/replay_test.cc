@@ -17,6 +17,7 @@
 #include "kiln/runtime/compile.h"
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/private_memory.h"
+#include "kiln/runtime/recording.h"
 #include "tests/support/gradcheck.h"
 
 namespace kiln {
@@ -115,6 +116,26 @@ TEST(Replay, RunsPastTheRecordingLimitRunPlainly) {
   const ReplayStats s = f.last_executable().replay_stats();
   EXPECT_EQ(s.recordings, int64_t(Executable::kMaxRecordings));
   EXPECT_EQ(s.plain, 2) << "the first run and the one past the limit";
+}
+
+// Runs wait on the device queue: the Executable may go meanwhile (the program
+// cache let it out, its caller dropped it), and they still run, plain and
+// replayed alike.
+TEST(Replay, QueuedRunsOutliveTheirExecutable) {
+  Tensor w = random_tensor({16, 32}, DType::f32, 1);
+  Tensor x = random_tensor({8, 32}, DType::f32, 2), y = random_tensor({8, 16}, DType::f32, 3);
+  const std::vector<Tensor> args{w, x, y};
+  const std::vector<float> expected = sgd_step(args)[1].to_vector<float>();
+  ir::Graph g = prepare_for_device(trace(sgd_step, types_of(args), kCPU)->graph, kCPU);
+  for (bool replay : {false, true}) {
+    auto exe = std::make_shared<const Executable>(g, kCPU, std::vector<std::pair<int, int>>{});
+    if (replay) exe->run(args, true);  // a replayed program's first run runs plainly
+    DeviceQueue& queue = backend(kCPU).queue(0);
+    queue.enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }, "test: busy");
+    std::vector<Tensor> out = exe->run(args, replay);
+    exe.reset();
+    EXPECT_EQ(out[1].to_vector<float>(), expected) << "replay " << replay;
+  }
 }
 
 TEST(PrivateMemory, AllocationsInAScopeComeFromItsPool) {
