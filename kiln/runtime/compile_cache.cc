@@ -71,7 +71,7 @@ CompileCache& CompileCache::instance() {
   return *cache;
 }
 
-CompileCache::CompileCache(Options options) : options_(std::move(options)) {
+CompileCache::CompileCache(Options options) : options_(std::move(options)), l1_(options_.l1_max_bytes) {
   auto open = [&](DiskTier& tier, const std::string& path, const char* label) {
     if (path.empty()) {
       tier.why_off = options_.why_off.empty() ? "no directory configured" : options_.why_off;
@@ -99,32 +99,13 @@ void CompileCache::say_once(const std::string& topic, const std::string& message
 }
 
 const std::string* CompileCache::l1_hit(const std::string& name) {
-  auto it = l1_.find(name);
-  if (it == l1_.end()) return nullptr;
+  const std::string* payload = l1_.find(name);
+  if (!payload) return nullptr;
   count(CacheTier::l1, entry_kind(name), [&](TierStats& s) {
     ++s.requests, ++s.hits;
-    s.bytes_read += int64_t(it->second.payload.size());
+    s.bytes_read += int64_t(payload->size());
   });
-  l1_used_.splice(l1_used_.end(), l1_used_, it->second.used);
-  return &it->second.payload;
-}
-
-void CompileCache::l1_insert(const std::string& name, const std::string& payload) {
-  auto [it, added] = l1_.try_emplace(name);
-  if (added) {
-    it->second.used = l1_used_.insert(l1_used_.end(), name);
-  } else {
-    l1_bytes_ -= int64_t(it->second.payload.size());
-    l1_used_.splice(l1_used_.end(), l1_used_, it->second.used);
-  }
-  it->second.payload = payload;
-  l1_bytes_ += int64_t(payload.size());
-  while (l1_bytes_ > options_.l1_max_bytes && l1_used_.front() != name) {
-    auto oldest = l1_.find(l1_used_.front());
-    l1_bytes_ -= int64_t(oldest->second.payload.size());
-    l1_.erase(oldest);
-    l1_used_.pop_front();
-  }
+  return payload;
 }
 
 std::optional<std::string> CompileCache::lookup_l1(const std::string& name) {
@@ -176,7 +157,7 @@ void CompileCache::store(const CacheKey& key, const std::string& name, const std
                          bool l3) {
   {
     std::lock_guard lock(mu_);
-    l1_insert(name, payload);
+    l1_.insert(name, payload, int64_t(payload.size()));
     count(CacheTier::l1, key.kind, [&](TierStats& s) { s.bytes_written += int64_t(payload.size()); });
   }
   std::string encoded;
@@ -221,7 +202,7 @@ bool CompileCache::has(const CacheKey& key) const {
   const std::string name = entry_name(key);
   {
     std::lock_guard lock(mu_);
-    if (l1_.count(name)) return true;
+    if (l1_.contains(name)) return true;
   }
   for (const DiskTier* t : {&l2_, &l3_}) {
     std::error_code ec;
@@ -236,13 +217,30 @@ void CompileCache::put(const CacheKey& key, const std::string& payload) {
 
 std::string CompileCache::get_or_compile(const CacheKey& key, const std::function<std::string()>& compile) {
   std::string name = entry_name(key);
-  std::shared_ptr<std::mutex> in_process;
+  // This caller's hold on the key's compile lock; the lock leaves compiling_
+  // with its last holder. Holds are taken and dropped under mu_, so the count
+  // is exact there.
+  struct Hold {
+    CompileCache& cache;
+    const std::string& name;
+    std::shared_ptr<std::mutex> mutex;
+    Hold(CompileCache& c, const std::string& n, std::shared_ptr<std::mutex> m)
+        : cache(c), name(n), mutex(std::move(m)) {}
+    Hold(const Hold&) = delete;
+    ~Hold() {
+      std::lock_guard lock(cache.mu_);
+      mutex.reset();
+      auto it = cache.compiling_.find(name);
+      if (it->second.use_count() == 1) cache.compiling_.erase(it);
+    }
+  };
+  std::optional<Hold> in_process;
   {
     std::lock_guard lock(mu_);
     if (const std::string* payload = l1_hit(name)) return *payload;  // the common case: no other lock
     auto& slot = compiling_[name];
     if (!slot) slot = std::make_shared<std::mutex>();
-    in_process = slot;
+    in_process.emplace(*this, name, slot);
   }
   profile::Span span("compile", key.kind);
   const char* tier = "l1 hit";
@@ -252,7 +250,7 @@ std::string CompileCache::get_or_compile(const CacheKey& key, const std::functio
   };
   // Threads missing the same key queue here; the first compiles, the others
   // then find its payload in L1. Lookups are counted once their answer is final.
-  std::lock_guard compiling(*in_process);
+  std::lock_guard compiling(*in_process->mutex);
   if (auto payload = lookup_l1(name)) return result(std::move(*payload));
   const DiskTier& lock_tier = l2_.dir ? l2_ : l3_;
   CacheDir::Lock across_processes = lock_tier.dir ? lock_tier.dir->lock(name) : CacheDir::Lock();
@@ -290,6 +288,11 @@ std::map<std::string, KindStats> CompileCache::recorded_stats() const {
   return r.found ? parse_run_stats(r.bytes) : std::map<std::string, KindStats>{};
 }
 
+size_t CompileCache::compiles_in_flight() const {
+  std::lock_guard lock(mu_);
+  return compiling_.size();
+}
+
 void CompileCache::count_l1_hit(const std::string& kind) {
   std::lock_guard lock(mu_);
   count(CacheTier::l1, kind, [](TierStats& s) { ++s.requests, ++s.hits; });
@@ -309,8 +312,6 @@ void CompileCache::clear(bool l1, bool l2, bool l3) {
   if (l1) {
     std::lock_guard lock(mu_);
     l1_.clear();
-    l1_used_.clear();
-    l1_bytes_ = 0;
   }
   if (l2 && l2_.dir) l2_.dir->clear();
   if (l3 && l3_.dir) l3_.dir->clear();

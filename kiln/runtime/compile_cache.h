@@ -2,7 +2,8 @@
 // objects, ...) keyed by a graph's three fingerprints and a kind.
 //
 //   L1  an in-process map, bounded ($KILN_L1_CACHE_MAX_SIZE, default
-//       256 MiB): past the bound the least recently used entries leave it;
+//       256 MiB): past the bound the least recently used entries leave it
+//       (the program cache keeps its ready programs under the same bound);
 //   L2  a host-local directory shared by the processes of one host, so that
 //       several ranks compile once (default /dev/shm/kiln-cache-<uid>,
 //       $KILN_L2_CACHE_DIR);
@@ -25,7 +26,6 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +34,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kiln/base/lru_map.h"
 #include "kiln/runtime/cache_dir.h"
 #include "kiln/runtime/cache_stats.h"
 #include "kiln/runtime/cache_entry.h"
@@ -82,6 +83,10 @@ class CompileCache {
   // a caller chooses between waiting for a cheap load and compiling apart.
   bool has(const CacheKey& key) const;
 
+  // How many keys a get_or_compile of this process is compiling or waiting
+  // on now.
+  size_t compiles_in_flight() const;
+
   // Counts an L1 request and hit served by a caller's own in-process map in
   // front of this cache (the program cache keeps ready Executables there).
   void count_l1_hit(const std::string& kind);
@@ -124,9 +129,6 @@ class CompileCache {
   // Under mu_: the L1 payload, counting a request and a hit and marking it
   // used, or null (nothing counted).
   const std::string* l1_hit(const std::string& name);
-  // Under mu_: `payload` into L1, then the least recently used others out
-  // until L1 is within its bound.
-  void l1_insert(const std::string& name, const std::string& payload);
   std::optional<std::string> lookup_l1(const std::string& name);
   std::optional<std::string> lookup_disk(CacheTier t, const CacheKey& key, const std::string& name);
   // The disk lookups after an L1 miss, promoting a hit; `hit` names its tier.
@@ -139,13 +141,7 @@ class CompileCache {
   Options options_;
   DiskTier l2_, l3_;
   mutable std::mutex mu_;  // guards everything below
-  struct L1Entry {
-    std::string payload;
-    std::list<std::string>::iterator used;  // its place in l1_used_
-  };
-  std::unordered_map<std::string, L1Entry> l1_;  // by entry name
-  std::list<std::string> l1_used_;               // L1's names, least recently used first
-  int64_t l1_bytes_ = 0;                         // of L1's payloads
+  LruMap<std::string, std::string> l1_;  // payloads by entry name, weighed by size
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> compiling_;  // per entry name
   std::set<std::string> said_;
   CacheStats stats_;

@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 #include <mutex>
-#include <unordered_map>
 
+#include "kiln/base/lru_map.h"
 #include "kiln/ir/fingerprint.h"
 #include "kiln/runtime/compile_cache.h"
 
@@ -26,11 +26,15 @@ ir::Fingerprint program_fingerprint(const ir::Graph& g, Device device, const Pro
   return ir::fingerprint(g, {to_string(device), options_text(options)});
 }
 
-// L1 for programs holds ready Executables, not just their IR.
-// Never destroyed: queued programs may still run while the process exits.
+// L1 for programs holds ready Executables, not just their IR, under L1's
+// bound: each weighs its optimized IR's size. An Executable that leaves it
+// lives on while a caller holds it, and its queued runs need it no longer
+// (executable.h). Never destroyed, so that no program is torn down while the
+// process exits.
 struct ReadyPrograms {
   std::mutex mu;
-  std::unordered_map<ir::Fingerprint, std::shared_ptr<const Executable>, FingerprintHash> map;
+  LruMap<ir::Fingerprint, std::shared_ptr<const Executable>, FingerprintHash> map{
+      CompileCache::instance().max_bytes(CacheTier::l1)};
 };
 ReadyPrograms& ready_programs() {
   static auto* r = new ReadyPrograms;
@@ -52,10 +56,9 @@ std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device devi
   ReadyPrograms& ready = ready_programs();
   {
     std::lock_guard lock(ready.mu);
-    auto it = ready.map.find(fp);
-    if (it != ready.map.end()) {
+    if (auto* exe = ready.map.find(fp)) {
       CompileCache::instance().count_l1_hit("program");
-      return it->second;
+      return *exe;
     }
   }
   std::string text = CompileCache::instance().get_or_compile({fp, "program"}, [&] {
@@ -64,7 +67,8 @@ std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device devi
   auto exe = std::make_shared<const Executable>(ir::parse_graph(text), device, options.donations,
                                                 options.name);
   std::lock_guard lock(ready.mu);
-  return ready.map.emplace(fp, std::move(exe)).first->second;
+  if (auto* first = ready.map.find(fp)) return *first;  // another thread built it meanwhile
+  return ready.map.insert(fp, std::move(exe), int64_t(text.size()));
 }
 
 bool executable_cached(const ir::Graph& g, Device device, const ProgramOptions& options) {
@@ -72,7 +76,7 @@ bool executable_cached(const ir::Graph& g, Device device, const ProgramOptions& 
   {
     ReadyPrograms& ready = ready_programs();
     std::lock_guard lock(ready.mu);
-    if (ready.map.count(fp)) return true;
+    if (ready.map.contains(fp)) return true;
   }
   return CompileCache::instance().has({fp, "program"});
 }

@@ -1,7 +1,8 @@
 // Turns a recorded graph into an Executable through the compile cache: the
-// raw graph's fingerprint is the key; L1 holds ready Executables in process,
-// the CompileCache tiers hold the optimized IR so another process or a later
-// run skips the compiler passes.
+// raw graph's fingerprint is the key; L1 holds ready Executables in process
+// (under the L1 bound, each weighing its optimized IR's size), the
+// CompileCache tiers hold the optimized IR so another process or a later run
+// skips the compiler passes.
 #pragma once
 #include <memory>
 #include <string>

@@ -209,6 +209,7 @@ TEST(CompileCache, ThreadsMissingTheSameKeyCompileOnce) {
     threads.emplace_back([&, i] {
       got[i] = cache.get_or_compile(key(3), [&] {
         ++calls;
+        EXPECT_EQ(cache.compiles_in_flight(), 1u);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         return std::string("once");
       });
@@ -218,6 +219,7 @@ TEST(CompileCache, ThreadsMissingTheSameKeyCompileOnce) {
   EXPECT_EQ(calls, 1);
   for (const auto& g : got) EXPECT_EQ(g, "once");
   expect_tier(cache.stats().l1, 8, 7, 1, "l1");
+  EXPECT_EQ(cache.compiles_in_flight(), 0u);  // the key's lock left with its last caller
 }
 
 TEST(CompileCache, ASecondRunHitsL3) {
@@ -428,6 +430,7 @@ TEST(CompileCache, ACompileThatThrowsStoresNothing) {
   CompileCache cache(dirs(tmp / "l2", tmp / "l3"));
   EXPECT_THROW(cache.get_or_compile(key(17), []() -> std::string { throw Error("no kernel"); }), Error);
   EXPECT_EQ(cache.get(key(17)), std::nullopt);
+  EXPECT_EQ(cache.compiles_in_flight(), 0u);
   EXPECT_EQ(cache.get_or_compile(key(17), [] { return std::string("second try"); }), "second try");
 }
 
