@@ -6,9 +6,9 @@
 # the compile cache's concurrent writers, the MPI engine's communication
 # thread (tests/dist, under mpirun on 2 ranks; comm_failure_test's jobs, in
 # which a rank times out, dies or calls another collective), joint setup's
-# step thread, the tokenizer threads of `kiln data prepare` and the thread
-# of checkpoints saved in the background (checkpoint_test's, and a short
-# `kiln train` with them). Builds them in build-tsan/ and fails on any report.
+# step thread, the tokenizer threads of `kiln data prepare`, checkpoints
+# saved by several ranks together, and the thread of checkpoints saved in
+# the background (checkpoint_test's, and a short `kiln train` with them). Builds them in build-tsan/ and fails on any report.
 # Kernels run on one thread (KILN_NUM_THREADS=1): libgomp is not built with
 # ThreadSanitizer, so its OpenMP regions would read as races.
 set -euo pipefail
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 tests=(queue_test defer_test replay_test fused_test compile_cache_test shards_test
        collectives_mpi_test skinny_collectives_mpi_test simple_fsdp_mpi_test spmd_handshake_mpi_test
-       joint_setup_mpi_test comm_failure_test checkpoint_test)
+       joint_setup_mpi_test distributed_checkpoint_mpi_test comm_failure_test checkpoint_test)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON -DKILN_BENCH=OFF \
   -DKILN_CUDA=OFF ${KILN_CMAKE_ARGS:-} >/dev/null
 cmake --build build-tsan --target kiln_cli comm_failure_worker "${tests[@]}"

@@ -1,6 +1,5 @@
 #include "kiln/dist/joint_setup.h"
 
-#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -16,24 +15,9 @@ namespace kiln::dist {
 
 void agree_on(ProcessGroup& group, const std::string& what, const std::string& problem) {
   const std::vector<std::string> problems = all_gather_text(group, problem);
-  // The failed members, grouped by problem (in order of their first member):
-  // when every rank fails alike, one line says so.
-  std::vector<std::pair<std::string, std::vector<int>>> failed;
-  for (int r = 0; r < group.size(); ++r) {
-    const std::string& p = problems[size_t(r)];
-    if (p.empty()) continue;
-    auto it = std::find_if(failed.begin(), failed.end(), [&](const auto& f) { return f.first == p; });
-    if (it == failed.end()) it = failed.insert(failed.end(), {p, {}});
-    it->second.push_back(group.world_ranks()[size_t(r)]);
-  }
-  if (failed.empty()) return;
-  std::string list;
-  for (const auto& [p, ranks] : failed) {
-    list += cat(list.empty() ? "" : "; ", ranks.size() == 1 ? "world rank " : "world ranks ");
-    for (size_t i = 0; i < ranks.size(); ++i) list += cat(i ? ", " : "", ranks[i]);
-    list += cat(": ", p);
-  }
-  fail(what, " on ", group.describe(), " failed: ", list);
+  // When every rank fails alike, one line says so.
+  const std::string failed = world_ranks_by_text(group, problems);
+  if (!failed.empty()) fail(what, " on ", group.describe(), " failed: ", failed);
 }
 
 namespace {

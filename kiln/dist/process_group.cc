@@ -1,5 +1,6 @@
 #include "kiln/dist/process_group.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -215,6 +216,24 @@ std::vector<std::string> all_gather_text(ProcessGroup& g, const std::string& min
   int64_t at = 0;
   for (int64_t s : sizes) out.push_back(all.substr(size_t(at), size_t(s))), at += s;
   return out;
+}
+
+std::string world_ranks_by_text(const ProcessGroup& g, const std::vector<std::string>& texts) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < g.size(); ++r) {
+    const std::string& t = texts[size_t(r)];
+    if (t.empty()) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == t; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {t, {}});
+    it->second.push_back(g.world_ranks()[size_t(r)]);
+  }
+  std::string list;
+  for (const auto& [t, ranks] : groups) {
+    list += cat(list.empty() ? "" : "; ", ranks.size() == 1 ? "world rank " : "world ranks ");
+    for (size_t i = 0; i < ranks.size(); ++i) list += cat(i ? ", " : "", ranks[i]);
+    list += cat(": ", t);
+  }
+  return list;
 }
 
 }  // namespace kiln::dist

@@ -147,5 +147,9 @@ Work run_alone(const Collective& c);
 
 // Every member's `mine` (of any length), by group rank: a collective over g.
 std::vector<std::string> all_gather_text(ProcessGroup& g, const std::string& mine);
+// "world rank 0: a; world ranks 1, 3: b": one text per member of g (by group
+// rank), the members grouped by text in order of their first; empty texts
+// are left out.
+std::string world_ranks_by_text(const ProcessGroup& g, const std::vector<std::string>& texts);
 
 }  // namespace kiln::dist

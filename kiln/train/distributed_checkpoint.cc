@@ -1,6 +1,11 @@
 #include "kiln/train/distributed_checkpoint.h"
 
+#include <algorithm>
+#include <exception>
+#include <functional>
+
 #include "kiln/base/error.h"
+#include "kiln/dist/joint_setup.h"
 
 namespace kiln::train {
 namespace {
@@ -28,6 +33,27 @@ std::vector<ShardDigest> all_digests(dist::ProcessGroup& g, const ShardDigest& m
   return out;
 }
 
+// Runs `step` where `here`, then agrees over g on how it went: an error on
+// any rank is raised at once on every rank, naming the ranks that failed and
+// why (the others would otherwise wait out the group's timeout for them).
+// A group of one raises the step's own error.
+void together(dist::ProcessGroup& g, const std::string& what, bool here,
+              const std::function<void()>& step) {
+  if (g.size() == 1) {
+    if (here) step();
+    return;
+  }
+  std::string problem;
+  if (here) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      problem = *e.what() ? e.what() : "an error without a message";
+    }
+  }
+  dist::agree_on(g, what, problem);
+}
+
 }  // namespace
 
 // Replicas (and the ranks of a tp group, which save gathered tensors) hold
@@ -43,17 +69,41 @@ std::shared_ptr<dist::ProcessGroup> checkpoint_group(dist::ProcessGroup& world,
   return g;
 }
 
+std::optional<int64_t> agree_on_resume_step(dist::ProcessGroup& group, std::optional<int64_t> mine,
+                                            const std::string& folder) {
+  const std::vector<std::string> seen =
+      dist::all_gather_text(group, mine ? cat("step ", *mine) : std::string("no checkpoint"));
+  if (std::adjacent_find(seen.begin(), seen.end(), std::not_equal_to<>()) != seen.end())
+    fail("the ranks do not agree on the checkpoint to resume from in ", folder, ": ",
+         dist::world_ranks_by_text(group, seen),
+         ". Every rank must see the same checkpoints: put --job.dump_folder on a file system "
+         "that all hosts share");
+  return mine;
+}
+
+LoadedCheckpoint load_checkpoint_together(const CheckpointManager& manager, int64_t step,
+                                          dist::ProcessGroup& group) {
+  LoadedCheckpoint ck;
+  together(group, cat("reading checkpoint step ", step), true, [&] { ck = manager.load(step); });
+  return ck;
+}
+
 std::string save_checkpoint(CheckpointManager& manager, const CheckpointData& data,
                             const dist::DeviceMesh& mesh, dist::ProcessGroup& world) {
   KILN_CHECK(world.world_ranks() == mesh.world().world_ranks(), "save_checkpoint over ",
              world.describe(), ": the group must hold the mesh's ranks, in its order");
   const bool lead = world.rank() == 0;
   const bool writer = writes_checkpoint_shards(mesh);
-  std::string temp = broadcast_text(world, lead ? manager.begin(data.step) : "");
-  ShardDigest mine = writer ? manager.write_shard(temp, data) : ShardDigest{};
+  const std::string step = cat("checkpoint step ", data.step);
+  std::string temp;
+  together(world, "starting " + step, lead, [&] { temp = manager.begin(data.step); });
+  temp = broadcast_text(world, temp);
+  ShardDigest mine;
+  together(world, "writing " + step, writer, [&] { mine = manager.write_shard(temp, data); });
   std::vector<ShardDigest> all = all_digests(world, mine);
-  std::string path = lead ? manager.commit(data, all) : "";
-  world.barrier().wait();  // published before any rank moves on
+  std::string path;
+  // The closing exchange: published before any rank moves on.
+  together(world, "publishing " + step, lead, [&] { path = manager.commit(data, all); });
   return path;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kiln/dist/mesh.h"
@@ -23,11 +24,27 @@ bool writes_checkpoint_shards(const dist::DeviceMesh& mesh);
 std::shared_ptr<dist::ProcessGroup> checkpoint_group(dist::ProcessGroup& world,
                                                      std::chrono::milliseconds timeout);
 
+// The step every rank of `group` resumes from (collective): `mine` is this
+// rank's answer from its view of `folder` (resume_step's). Ranks that see
+// different checkpoints (a dump folder on each host's own disk, a shared
+// file system that has not caught up) would resume different models and
+// train them in lockstep, so that is an error on every rank naming what
+// each saw.
+std::optional<int64_t> agree_on_resume_step(dist::ProcessGroup& group, std::optional<int64_t> mine,
+                                            const std::string& folder);
+
+// `step` read on every rank of `group` (collective): a rank that cannot read
+// it fails every rank at once, naming it and why, where the others would
+// otherwise wait out the group's timeout for it.
+LoadedCheckpoint load_checkpoint_together(const CheckpointManager& manager, int64_t step,
+                                          dist::ProcessGroup& group);
+
 // Collective over `world`, the mesh's world or a group of the same ranks
 // (checkpoint_group's): every rank calls it with its part of `data`
 // (shard_index/shard_count set from the mesh's dp_shard dimension).
 // Returns the checkpoint's path on rank 0, "" elsewhere; every rank returns
-// once the step is published.
+// once the step is published. A rank whose part fails (its disk is full)
+// fails every rank at once, naming it and why.
 std::string save_checkpoint(CheckpointManager& manager, const CheckpointData& data,
                             const dist::DeviceMesh& mesh, dist::ProcessGroup& world);
 

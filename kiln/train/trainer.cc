@@ -318,7 +318,9 @@ void Run::setup_model() {
 }
 
 bool Run::resume() {
-  const std::optional<int64_t> step = resume_step(c_, *checkpoints_);
+  if (!checkpoint_group_) return false;  // neither checkpoints nor a step to load
+  const std::optional<int64_t> step =
+      agree_on_resume_step(*checkpoint_group_, resume_step(c_, *checkpoints_), checkpoints_->folder());
   if (c_.checkpoint.enable && c_.checkpoint.load_step < 0)
     for (int64_t s : checkpoints_->steps_without_manifest())
       if (!step || s > *step)
@@ -327,10 +329,9 @@ bool Run::resume() {
              << (step ? cat("resuming from step ", *step) : std::string("starting afresh"))
              << std::endl;
   if (!step) return false;
-  LoadedCheckpoint ck = checkpoints_->load(step);
   // Every rank waits here, under the checkpoint's timeout, until all have
   // read it: the training's collectives would give a slow reader less time.
-  checkpoint_group_->barrier().wait();
+  LoadedCheckpoint ck = load_checkpoint_together(*checkpoints_, *step, *checkpoint_group_);
   // Checkpoints hold full tensors: any mesh resumes from any other.
   std::vector<Tensor> full;
   for (size_t i = 0; i < s_.names.size(); ++i) {

@@ -14,20 +14,13 @@
 #include "kiln/base/error.h"
 #include "kiln/dist/joint_setup.h"
 #include "kiln/dist/world.h"
+#include "tests/support/support.h"
 
 namespace kiln::dist {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(JointSetup, StepsThatSucceedEverywherePass) {
   world()->set_timeout(60s);
