@@ -35,7 +35,9 @@ std::vector<ShardDigest> all_digests(dist::ProcessGroup& g, const ShardDigest& m
 
 // Runs `step` where `here`, then agrees over g on how it went: an error on
 // any rank is raised at once on every rank, naming the ranks that failed and
-// why (the others would otherwise wait out the group's timeout for them).
+// why. Otherwise the others would wait for them until the group's timeout,
+// unless a failed rank's process ended the job (as `kiln` does), and a save
+// on a background thread fails only where its own part failed.
 // A group of one raises the step's own error.
 void together(dist::ProcessGroup& g, const std::string& what, bool here,
               const std::function<void()>& step) {

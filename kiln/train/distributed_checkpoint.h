@@ -34,8 +34,8 @@ std::optional<int64_t> agree_on_resume_step(dist::ProcessGroup& group, std::opti
                                             const std::string& folder);
 
 // `step` read on every rank of `group` (collective): a rank that cannot read
-// it fails every rank at once, naming it and why, where the others would
-// otherwise wait out the group's timeout for it.
+// it fails every rank at once, naming it and why: the others would otherwise
+// wait for it until the group's timeout, unless its process ended the job.
 LoadedCheckpoint load_checkpoint_together(const CheckpointManager& manager, int64_t step,
                                           dist::ProcessGroup& group);
 
