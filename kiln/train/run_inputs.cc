@@ -115,7 +115,13 @@ RunTokenizer run_tokenizer(const TrainConfig& c, const ModelConfig& mc, const Da
   if (!c.model.tokenizer_path.empty())
     return loaded(absolute(c.model.tokenizer_path), "model.tokenizer_path", out);
   const std::string path = absolute(dump_tokenizer_path(c));
-  if (!lead) return loaded(path, "the lead rank's", out);
+  if (!lead) {
+    std::error_code ec;
+    KILN_CHECK(fs::is_regular_file(path, ec), "rank 0 wrote the run's tokenizer to ", path,
+               ", which this rank cannot see: every rank must see the same --job.dump_folder "
+               "(put it on a file system that all hosts share)");
+    return loaded(path, "the lead rank's", out);
+  }
   std::error_code ec;
   if (fs::is_regular_file(path, ec) && resume_step(c, CheckpointManager(checkpoint_folder(c))))
     return loaded(path, "the one the checkpoints were trained with", out);
