@@ -54,7 +54,6 @@ class LruMap {
   }
   size_t size() const { return entries_.size(); }
   int64_t weight() const { return weight_; }
-  int64_t max_weight() const { return max_weight_; }
 
  private:
   struct Entry {

@@ -20,6 +20,26 @@ void agree_on(ProcessGroup& group, const std::string& what, const std::string& p
   if (!failed.empty()) fail(what, " on ", group.describe(), " failed: ", failed);
 }
 
+std::string problem_of(const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    return *e.what() ? e.what() : "an error with no message";
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+  return "";
+}
+
+void run_and_agree(ProcessGroup& group, const std::string& what, bool here,
+                   const std::function<void()>& step) {
+  if (group.size() == 1) {
+    if (here) step();
+    return;
+  }
+  agree_on(group, what, here ? problem_of(step) : "");
+}
+
 namespace {
 
 // Runs `undo` with its error dropped: the failure being raised says more.
@@ -45,14 +65,7 @@ void joint_setup(ProcessGroup& group, const std::string& what, std::function<voi
   const std::chrono::milliseconds timeout = group.timeout();
   auto outcome = std::make_shared<Outcome>();
   std::thread([outcome, step = std::move(step), undo] {
-    std::string problem;
-    try {
-      step();
-    } catch (const std::exception& e) {
-      problem = *e.what() ? e.what() : "an error with no message";
-    } catch (...) {
-      problem = "an exception that is not a std::exception";
-    }
+    std::string problem = problem_of(step);
     bool abandoned = false;
     {
       std::lock_guard lock(outcome->mu);

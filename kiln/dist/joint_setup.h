@@ -19,6 +19,15 @@ namespace kiln::dist {
 // exchange time out, which names it.
 void agree_on(ProcessGroup& group, const std::string& what, const std::string& problem);
 
+// What `step` raised, as agree_on's problem ("" when it returned).
+std::string problem_of(const std::function<void()>& step);
+
+// Runs `step` on the calling thread where `here`, then agrees on how it went
+// (agree_on): an error on any member is raised on every member at once. A
+// group of one raises the step's own error.
+void run_and_agree(ProcessGroup& group, const std::string& what, bool here,
+                   const std::function<void()>& step);
+
 // Runs `step` on a thread of its own, waits for it up to the group's
 // timeout, then agrees on its outcome (an exception it throws, or its not
 // returning in time), the exchange waiting up to twice the timeout (a

@@ -1,7 +1,6 @@
 #include "kiln/train/distributed_checkpoint.h"
 
 #include <algorithm>
-#include <exception>
 #include <functional>
 
 #include "kiln/base/error.h"
@@ -31,29 +30,6 @@ std::vector<ShardDigest> all_digests(dist::ProcessGroup& g, const ShardDigest& m
   for (auto w = all.begin(); w != all.end(); w += kWords)
     out.push_back({w[0], uint64_t(w[1]), uint64_t(w[2]), uint64_t(w[3]), uint64_t(w[4])});
   return out;
-}
-
-// Runs `step` where `here`, then agrees over g on how it went: an error on
-// any rank is raised at once on every rank, naming the ranks that failed and
-// why. Otherwise the others would wait for them until the group's timeout,
-// unless a failed rank's process ended the job (as `kiln` does), and a save
-// on a background thread fails only where its own part failed.
-// A group of one raises the step's own error.
-void together(dist::ProcessGroup& g, const std::string& what, bool here,
-              const std::function<void()>& step) {
-  if (g.size() == 1) {
-    if (here) step();
-    return;
-  }
-  std::string problem;
-  if (here) {
-    try {
-      step();
-    } catch (const std::exception& e) {
-      problem = *e.what() ? e.what() : "an error without a message";
-    }
-  }
-  dist::agree_on(g, what, problem);
 }
 
 }  // namespace
@@ -86,7 +62,8 @@ std::optional<int64_t> agree_on_resume_step(dist::ProcessGroup& group, std::opti
 LoadedCheckpoint load_checkpoint_together(const CheckpointManager& manager, int64_t step,
                                           dist::ProcessGroup& group) {
   LoadedCheckpoint ck;
-  together(group, cat("reading checkpoint step ", step), true, [&] { ck = manager.load(step); });
+  dist::run_and_agree(group, cat("reading checkpoint step ", step), true,
+                      [&] { ck = manager.load(step); });
   return ck;
 }
 
@@ -98,14 +75,15 @@ std::string save_checkpoint(CheckpointManager& manager, const CheckpointData& da
   const bool writer = writes_checkpoint_shards(mesh);
   const std::string step = cat("checkpoint step ", data.step);
   std::string temp;
-  together(world, "starting " + step, lead, [&] { temp = manager.begin(data.step); });
+  dist::run_and_agree(world, "starting " + step, lead, [&] { temp = manager.begin(data.step); });
   temp = broadcast_text(world, temp);
   ShardDigest mine;
-  together(world, "writing " + step, writer, [&] { mine = manager.write_shard(temp, data); });
+  dist::run_and_agree(world, "writing " + step, writer,
+                      [&] { mine = manager.write_shard(temp, data); });
   std::vector<ShardDigest> all = all_digests(world, mine);
   std::string path;
   // The closing exchange: published before any rank moves on.
-  together(world, "publishing " + step, lead, [&] { path = manager.commit(data, all); });
+  dist::run_and_agree(world, "publishing " + step, lead, [&] { path = manager.commit(data, all); });
   return path;
 }
 
