@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "kiln/base/error.h"
 #include "kiln/io/atomic_file.h"
@@ -60,18 +61,38 @@ void write_checkpoint(const SavedModel& m, const std::string& source, const std:
   out.commit();
 }
 
+std::optional<ModelFolder> folder_kind(const fs::path& d) {
+  if (has_file(d / "config.json")) return ModelFolder::hugging_face;
+  if (has_file(d / "adapter_config.json")) return ModelFolder::peft_adapter;
+  if (has_file(d / "manifest.json") || has_file(d / "config.toml") ||
+      CheckpointManager(d.string()).latest_step())
+    return ModelFolder::checkpoint;
+  return std::nullopt;
+}
+
+// --overwrite replaces only what convert writes: a folder that holds the
+// source would take the source with it, and any other folder is someone's
+// data.
+void check_replaceable(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  if (!fs::exists(to, ec)) return;
+  KILN_CHECK(fs::is_directory(to, ec), "cannot convert to '", to,
+             "': it exists and is not a folder");
+  for (fs::path p = fs::absolute(from).parent_path(); p != p.parent_path(); p = p.parent_path())
+    KILN_CHECK(!fs::equivalent(p, to, ec), "cannot convert '", from, "' to '", to,
+               "': replacing it would delete the source, which is inside it");
+  KILN_CHECK(fs::is_empty(to, ec) || folder_kind(to), "cannot convert to '", to, "': --overwrite "
+             "replaces a Hugging Face, PEFT adapter or kiln checkpoint folder, or an empty one, "
+             "and this is none of those");
+}
+
 }  // namespace
 
 ModelFolder model_folder_kind(const std::string& dir) {
   std::error_code ec;
   KILN_CHECK(fs::exists(dir, ec), "cannot convert '", dir, "': it does not exist");
   KILN_CHECK(fs::is_directory(dir, ec), "cannot convert '", dir, "': it is not a folder");
-  const fs::path d = dir;
-  if (has_file(d / "config.json")) return ModelFolder::hugging_face;
-  if (has_file(d / "adapter_config.json")) return ModelFolder::peft_adapter;
-  if (has_file(d / "manifest.json") || has_file(d / "config.toml") ||
-      CheckpointManager(dir).latest_step())
-    return ModelFolder::checkpoint;
+  if (std::optional<ModelFolder> kind = folder_kind(dir)) return *kind;
   fail("cannot convert '", dir, "': it is neither a Hugging Face folder (it has no config.json) "
        "nor a PEFT adapter folder (adapter_config.json) nor a kiln checkpoint (a run's dump "
        "folder, its checkpoint folder or a step-N folder)");
@@ -84,6 +105,7 @@ Converted convert_model(const std::string& from, const std::string& to,
   KILN_CHECK(!fs::equivalent(from, to, ec), "cannot convert '", from, "' into itself");
   KILN_CHECK(options.overwrite || !fs::exists(to, ec), "cannot convert to '", to,
              "': it already exists (--overwrite replaces it)");
+  check_replaceable(from, to);
   KILN_CHECK(options.base.empty() || kind == ModelFolder::peft_adapter, "--base names the base "
              "model of a PEFT adapter folder, but '", from, "' is not one");
   switch (kind) {

@@ -202,7 +202,7 @@ TEST_F(ConvertE2E, ErrorsAreOneLineAndLeaveNoDestination) {
   EXPECT_TRUE(entries_named(out, "dst").empty());
 
   // An existing destination is kept unless --overwrite; then replaced whole.
-  fs::create_directories(out / "dst");
+  convert("--from " + run_.string() + to);
   std::ofstream(out / "dst" / "old.txt") << "old\n";
   expect_error("--from " + run_.string() + to, "it already exists (--overwrite replaces it)");
   EXPECT_EQ(read_file(out / "dst" / "old.txt"), "old\n");
@@ -212,13 +212,24 @@ TEST_F(ConvertE2E, ErrorsAreOneLineAndLeaveNoDestination) {
   expect_error("--from " + (out / "dst").string() + " --to " + (out / "dst").string() +
                    " --overwrite",
                "into itself");
+  // --overwrite replaces a model folder or an empty one, never a folder
+  // that holds the source, nor anyone's other data.
+  expect_error("--from " + (out / "dst").string() + " --to " + out.string() + " --overwrite",
+               "replacing it would delete the source, which is inside it");
+  EXPECT_TRUE(fs::exists(out / "dst" / "config.json"));
+  fs::create_directories(out / "data");
+  std::ofstream(out / "data" / "notes.txt") << "mine\n";
+  expect_error("--from " + run_.string() + " --to " + (out / "data").string() + " --overwrite",
+               "--overwrite replaces a Hugging Face, PEFT adapter or kiln checkpoint folder, or "
+               "an empty one, and this is none of those");
+  EXPECT_EQ(read_file(out / "data" / "notes.txt"), "mine\n");
 
-  // A file in the way fails only once everything is written (in either
-  // direction): the temporary folder goes, the file stays.
+  // A file in the way fails before anything is written (in either
+  // direction), and stays.
   std::ofstream(out / "file") << "a file\n";
   for (const fs::path& from : {run_, out / "dst"}) {
     expect_error("--from " + from.string() + " --to " + (out / "file").string() + " --overwrite",
-                 "it exists and is not a directory");
+                 "it exists and is not a folder");
     EXPECT_EQ(entries_named(out, "file"), std::vector<std::string>{"file"});
     EXPECT_EQ(read_file(out / "file"), "a file\n");
   }
