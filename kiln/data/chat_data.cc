@@ -96,6 +96,12 @@ TokenCorpus read_chat_corpus(const std::vector<std::string>& files, const ChatTe
     }
   }
   KILN_CHECK(!docs.empty(), "no conversation in the chat data (", files.size(), " file(s))");
+  const bool any_trained = std::any_of(masks.begin(), masks.end(), [](const auto& m) {
+    return std::find(m.begin(), m.end(), 1) != m.end();
+  });
+  KILN_CHECK(any_trained, "no token of the chat data's ", docs.size(), " conversation(s) is "
+             "trained on: with data.train_on = completion the loss is taken on assistant "
+             "messages, and there are none");
   return TokenCorpus::from_documents(docs, masks);
 }
 

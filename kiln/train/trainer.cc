@@ -167,6 +167,15 @@ class MeshScope {
   Device device_;
 };
 
+// A step whose loss or gradient norm is not finite has updated the weights
+// with it: training stops before a save puts them in place of a good
+// checkpoint. A step with nothing to learn (chat data whose batch holds no
+// assistant token) has the loss 0/0 and no gradient, and goes on.
+bool diverged(const StepResult& r) {
+  const bool nothing_to_learn = r.targets && *r.targets == 0;
+  return !std::isfinite(r.grad_norm) || (!std::isfinite(r.loss) && !nothing_to_learn);
+}
+
 constexpr int kStopByCallback = -1;  // agree_on_stop's answer for a callback's stop
 
 class Run {
@@ -619,7 +628,7 @@ TrainResult Run::go() {
       m.val_loss = validate();
       m.val_ppl = std::exp(*m.val_loss);
     }
-    if (metrics && (validating || metrics->should_log(step))) {
+    if (metrics && (validating || diverged(r) || metrics->should_log(step))) {
       m.tps = double(window_tokens) / window_seconds;
       m.tflops = flops_per_tok * m.tps / 1e12;
       if (peak) m.mfu = flops_per_tok * m.tps / peak->flops;
@@ -632,6 +641,10 @@ TrainResult Run::go() {
       window_seconds = 0, window_tokens = 0;
       metrics->log(m);
     }
+    KILN_CHECK(!diverged(r), "step ", step, ": the loss is ", r.loss, " and the gradient norm ",
+               r.grad_norm, ": training diverged, and nothing from this step on is saved (a "
+               "resumed run starts from the latest checkpoint); a lower --optimizer.lr or more "
+               "--lr_scheduler.warmup_steps may keep it finite");
     bool callback_stop = on_step_ && !on_step_(m);
     int stop = agree_on_stop(signals.received(), callback_stop);
     int sig = stop == kStopByCallback ? 0 : stop;

@@ -2,7 +2,8 @@
 // transformers' apply_chat_template(messages, tokenize=True) for the Llama 3
 // and Qwen3 templates, and the training targets are exactly each assistant
 // message and the special token closing it (written out by hand below);
-// bad conversations are refused naming the file and line.
+// bad conversations are refused naming the file and line, and data with
+// nothing to train on is refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -90,6 +91,15 @@ TEST_P(ChatData, BadConversationsNameTheirLine) {
   test::expect_error([&] { read(good, 20); }, "more than the 20 a sequence holds");
   TokenCorpus corpus = read_chat_corpus({tmp.write("ok.jsonl", good + good)}, chat, tok, {});
   EXPECT_EQ(corpus.num_documents(), 2);
+  // Conversations without an assistant turn, and nothing else: no loss to take.
+  const std::string question = json{{"messages", kConversations[2]}}.dump() + "\n";
+  test::expect_error(
+      [&] { read_chat_corpus({tmp.write("q.jsonl", question + question)}, chat, tok, {}); },
+      "no token of the chat data's 2 conversation(s) is trained on");
+  EXPECT_EQ(read_chat_corpus({tmp.write("q.jsonl", question + question)}, chat, tok,
+                             {TrainOn::all, 0})
+                .num_documents(),
+            2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Templates, ChatData, ::testing::Values("llama3", "qwen3"));

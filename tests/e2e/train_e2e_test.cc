@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 
 #include "kiln/base/error.h"
 #include "kiln/io/safetensors.h"
@@ -177,6 +178,28 @@ TEST_F(TrainE2E, AFailedRunsTokenizerIsNotReused) {
             std::string::npos)
       << resumed.output;
   EXPECT_EQ(resumed.output.find("learning a"), std::string::npos) << resumed.output;
+}
+
+// A step whose loss or gradient norm is not finite ends the run with an
+// error naming it, before any save: the checkpoints from before it stay the
+// latest, and the step's metrics are logged.
+TEST_F(TrainE2E, ADivergedRunStopsBeforeSavingIt) {
+  fs::path dump = root_ / "diverged";
+  CliRun r = run_cli(train_args(dump, 6) + " --checkpoint.interval 1 --optimizer.lr 1e30");
+  EXPECT_EQ(r.status, 1) << r.output;
+  const std::smatch m = [&] {
+    std::smatch found;
+    std::regex_search(r.output, found, std::regex("step ([0-9]+): the loss is \\S+ and the "
+                                                  "gradient norm \\S+: training diverged"));
+    return found;
+  }();
+  ASSERT_FALSE(m.empty()) << r.output;
+  const int64_t diverged = std::stoll(m[1].str());
+  EXPECT_GE(diverged, 2);  // the first step starts from finite weights
+  const std::vector<int64_t> saved = train::CheckpointManager((dump / "checkpoint").string()).steps();
+  ASSERT_FALSE(saved.empty()) << r.output;
+  EXPECT_EQ(saved.back(), diverged - 1) << r.output;
+  EXPECT_EQ(read_metrics(dump.string()).back()["step"], diverged);
 }
 
 // Fine-tuning from a Hugging Face folder trains the model its config.json
