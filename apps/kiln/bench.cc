@@ -18,6 +18,7 @@ using train::GemmSpec;
 // Readable limits for sizes and counts (CLI::PositiveNumber prints DBL_MAX).
 const CLI::Range kSize(1, 1 << 30);
 const CLI::Range kCount(1, 1 << 20);
+const CLI::Range kThreads(1, kMaxThreads);
 
 void add_gemm(CLI::App& bench) {
   auto* cmd =
@@ -39,7 +40,7 @@ void add_gemm(CLI::App& bench) {
   cmd->add_flag("--ta", spec->ta, "A is stored [K,M]");
   cmd->add_flag("--tb", spec->tb, "B is stored [N,K] (a Linear weight)");
   cmd->add_option("--threads", spec->threads, "Kernel threads")
-      ->check(kCount)
+      ->check(kThreads)
       ->capture_default_str();
   cmd->add_option("--iters", spec->iters, "Calls per timed batch (default: about 0.2 s worth)")
       ->check(kCount);
@@ -63,7 +64,7 @@ void add_peak(CLI::App& bench) {
       "peak", "Measure this CPU's sustained GEMM peak (bf16 and f32) and cache it for MFU");
   auto threads = std::make_shared<int>(num_threads());
   cmd->add_option("--threads", *threads, "Kernel threads")
-      ->check(kCount)
+      ->check(kThreads)
       ->capture_default_str();
   cmd->callback([threads] {
     std::cout << "measuring the GEMM peak of " << cpu::cpu_model() << " (oneDNN isa "

@@ -12,6 +12,10 @@
 
 namespace kiln::cli {
 
+// A count of at least 1 whose error reads "not in range [1 - ...]"
+// (CLI::PositiveNumber's prints DBL_MAX).
+inline const CLI::Range kPositiveCount(int64_t{1}, int64_t{1} << 40);
+
 void add_info(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_demo(CLI::App& app);

@@ -9,6 +9,7 @@
 #include "apps/kiln/commands.h"
 #include "kiln/data/prepare.h"
 #include "kiln/data/tokenizer.h"
+#include "kiln/runtime/threads.h"
 
 namespace kiln::cli {
 namespace {
@@ -101,8 +102,9 @@ void add_data(CLI::App& app) {
   p->add_option("--delimiter", args->delimiter, "Separator line for --text-split delimiter")
       ->capture_default_str();
   p->add_option("--shard-tokens", args->shard_tokens, "Tokens per shard file at most")
-      ->check(CLI::PositiveNumber);
-  p->add_option("--threads", args->threads, "Tokenizer threads (0: all cores)");
+      ->check(kPositiveCount);
+  p->add_option("--threads", args->threads, "Tokenizer threads (0: all cores)")
+      ->check(CLI::Range(0, kMaxThreads));
   p->callback([args] { prepare(*args); });
 }
 

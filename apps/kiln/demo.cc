@@ -88,7 +88,7 @@ void run_demo(int steps) {
 void add_demo(CLI::App& app) {
   auto* cmd = app.add_subcommand("demo", "Train a tiny character model (a smoke test of the runtime)");
   auto steps = std::make_shared<int>(200);
-  cmd->add_option("--steps", *steps, "optimizer steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", *steps, "optimizer steps")->check(kPositiveCount);
   cmd->callback([steps] { run_demo(*steps); });
 }
 

@@ -19,7 +19,8 @@ namespace {
 
 struct GenerateArgs {
   ModelSource model;
-  std::string prompt, prompts_file, output = "text";
+  std::optional<std::string> prompt;  // "" is a prompt: the document-start token alone
+  std::string prompts_file, output = "text";
   bool chat = false;
   bool replay = false;
   std::vector<std::string> stop;
@@ -130,7 +131,7 @@ nlohmann::json completion_json(size_t index, const Completion& c, const std::str
 
 void generate(const GenerateArgs& a) {
   a.model.check();
-  KILN_CHECK(a.prompt.empty() != a.prompts_file.empty(),
+  KILN_CHECK(a.prompt.has_value() == a.prompts_file.empty(),
              "kiln generate needs exactly one of --prompt TEXT and --prompts FILE");
   KILN_CHECK(a.output == "text" || a.output == "ids" || a.output == "logprobs",
              "--output must be text, ids or logprobs, got '", a.output, "'");
@@ -139,7 +140,7 @@ void generate(const GenerateArgs& a) {
   check_sampling(a.gen.sampling);  // before the model loads, which takes a while
   const StopStrings stop(a.stop);
   std::vector<nlohmann::ordered_json> texts =
-      a.prompts_file.empty() ? std::vector<nlohmann::ordered_json>{a.prompt}
+      a.prompts_file.empty() ? std::vector<nlohmann::ordered_json>{*a.prompt}
                              : read_prompts(a.prompts_file, a.chat);
   train::SavedModel m = a.model.load();
   const Tokenizer& tok = *m.tokenizer;
@@ -168,7 +169,7 @@ void generate(const GenerateArgs& a) {
     return tok.decode(c.ids, /*skip_special_tokens=*/true);
   };
   if (a.prompts_file.empty() && a.output == "text") {  // one prompt, streamed
-    if (!chat) std::cout << a.prompt << std::flush;  // a chat prints the reply alone
+    if (!chat) std::cout << *a.prompt << std::flush;  // a chat prints the reply alone
     size_t printed = 0;
     Completion c = generate(decoder, prompts, gen, [&](size_t, const Completion& so_far) {
       const std::string text = text_of(so_far);

@@ -47,9 +47,12 @@ void add_info(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto seq_len = std::make_shared<int64_t>(0);
   auto json = std::make_shared<bool>(false);
-  cmd->add_option("--model", *model, "print this registered model's architecture, parameters and FLOPs instead");
-  cmd->add_option("--seq-len", *seq_len, "sequence length for --model's FLOPs (default: the model's)");
-  cmd->add_flag("--json", *json, "with --model: print JSON");
+  auto* model_opt = cmd->add_option(
+      "--model", *model, "print this registered model's architecture, parameters and FLOPs instead");
+  cmd->add_option("--seq-len", *seq_len, "sequence length for --model's FLOPs (default: the model's)")
+      ->check(kPositiveCount)
+      ->needs(model_opt);
+  cmd->add_flag("--json", *json, "with --model: print JSON")->needs(model_opt);
   cmd->callback([model, seq_len, json] {
     if (!model->empty()) return print_model_info(*model, *seq_len, *json);
     std::cout << "kiln " << KILN_VERSION << "\n";

@@ -15,7 +15,9 @@
 #include "kiln/base/error.h"
 #include "kiln/data/bpe_trainer.h"
 #include "kiln/data/chat_data.h"
+#include "kiln/data/text_source.h"
 #include "kiln/data/tokenizer.h"
+#include "kiln/io/atomic_file.h"
 
 namespace kiln::cli {
 namespace {
@@ -177,35 +179,14 @@ void train(const TrainArgs& a) {
   BpeTrainer trainer(o);
   auto start = std::chrono::steady_clock::now();
   uintmax_t bytes = 0;
-  for (const std::string& in : a.inputs) {
+  for (const std::string& f : data::list_source_files(a.inputs)) {
+    trainer.add_file(f);
     std::error_code ec;
-    std::vector<fs::path> files;
-    if (fs::is_directory(in, ec)) {
-      for (const auto& e : fs::recursive_directory_iterator(in))
-        if (e.is_regular_file()) files.push_back(e.path());
-      std::sort(files.begin(), files.end());
-      KILN_CHECK(!files.empty(), in, ": directory has no files to train on");
-    } else {
-      KILN_CHECK(fs::exists(in, ec), in, ": no such file");
-      files.push_back(in);
-    }
-    for (const fs::path& f : files) {
-      trainer.add_file(f.string());
-      bytes += fs::file_size(f, ec);
-    }
+    bytes += fs::file_size(f, ec);
   }
   BpeTrainer::Result r = trainer.train();
   Tokenizer::from_json_text(r.json, a.output);  // what was written must load
-  // Written aside and renamed, so a reader never sees half a file.
-  std::string tmp = a.output + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    KILN_CHECK(f, a.output, ": cannot write");
-    f << r.json;
-    f.close();
-    KILN_CHECK(f, a.output, ": write failed");
-  }
-  fs::rename(tmp, a.output);
+  write_file_atomic(a.output, r.json);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << "kiln tokenizer train: " << r.vocab_size << " tokens (" << r.merges << " merges) from "
             << bytes / 1e6 << " MB in " << secs << " s -> " << a.output << "\n";
@@ -242,11 +223,11 @@ void add_tokenizer(CLI::App& app) {
   tr->add_option("--input", t->inputs, "Text files or folders of them (UTF-8)")->required()->expected(1, -1);
   tr->add_option("--vocab-size", t->vocab_size, "Tokens in all: special tokens + 256 bytes + merges")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveCount);
   tr->add_option("--output", t->output, "Where to write tokenizer.json")->required();
   tr->add_option("--special", t->special, "Special tokens, e.g. <|endoftext|> (ids 0, 1, ...)")->expected(1, -1);
   tr->add_option("--min-frequency", t->min_frequency, "Stop merging pairs seen fewer times than this")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveCount);
   tr->callback([t] { train(*t); });
 }
 

@@ -50,7 +50,7 @@ DataLoader::DataLoader(std::shared_ptr<const TokenCorpus> corpus, const LoaderOp
   KILN_CHECK(windows_ > 0, "the data holds ", corpus_->num_tokens(), " tokens in ",
              corpus_->num_documents(), " documents (", total,
              " with BOS/EOS), fewer than one sample of seq_len + 1 = ", o.packing.seq_len + 1,
-             " tokens: give more data or a smaller training.seq_len");
+             " tokens: give more data or a shorter sequence length");
 }
 
 DataLoader::~DataLoader() = default;

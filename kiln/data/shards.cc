@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -164,6 +165,7 @@ TokenCorpus read_shard(const std::string& path) {
 bool is_shard_path(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return fs::exists(fs::path(path) / "meta.json", ec);
+  if (!fs::is_regular_file(path, ec)) return false;  // opening a pipe would wait for a writer
   std::ifstream in(path, std::ios::binary);
   char magic[8] = {};
   return in.read(magic, 8) && std::memcmp(magic, kShardMagic, 8) == 0;
@@ -193,8 +195,9 @@ PreparedShards read_prepared(const std::string& path) {
   KILN_CHECK(meta.is_object() && meta.value("format", "") == "kiln-shards", "'", meta_path,
              "' is not a kiln shards description (no \"format\": \"kiln-shards\")");
   auto vocab = meta.find("vocab_size");
-  KILN_CHECK(vocab != meta.end() && vocab->is_number_integer() && *vocab > 0, "'", meta_path,
-             "': \"vocab_size\" must be a positive integer");
+  KILN_CHECK(vocab != meta.end() && vocab->is_number_integer() && *vocab > 0 &&
+                 *vocab <= std::numeric_limits<int32_t>::max(),
+             "'", meta_path, "': \"vocab_size\" must be a positive 32-bit integer");
   out.vocab_size = vocab->get<int32_t>();
   out.tokenizer_name = meta.value("tokenizer", "");
   if (auto f = meta.find("tokenizer_fingerprint"); f != meta.end()) {

@@ -154,7 +154,8 @@ std::vector<std::vector<float>> KVCacheDecoder::decode(const std::vector<int32_t
 }
 
 void check_sampling(const SamplingOptions& o) {
-  KILN_CHECK(o.temperature >= 0, "temperature must be >= 0, got ", o.temperature);
+  KILN_CHECK(o.temperature >= 0 && std::isfinite(o.temperature),
+             "temperature must be finite and >= 0, got ", o.temperature);
   KILN_CHECK(o.top_k >= 0, "top-k must be >= 0, got ", o.top_k);
   KILN_CHECK(o.top_p > 0 && o.top_p <= 1, "top-p must be in (0, 1], got ", o.top_p);
 }

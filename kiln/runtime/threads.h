@@ -4,7 +4,11 @@
 
 namespace kiln {
 
+// More would only queue on the cores, and OpenMP fails or hangs making
+// tens of thousands of threads.
+inline constexpr int kMaxThreads = 1024;
+
 int num_threads();
-void set_num_threads(int n);  // n >= 1
+void set_num_threads(int n);  // 1 <= n <= kMaxThreads
 
 }  // namespace kiln

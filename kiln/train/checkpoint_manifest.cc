@@ -105,6 +105,11 @@ CheckpointManifest parse_checkpoint_manifest(std::string_view text, const std::s
     *out = j.contains(key) ? j[key] : json::object();
     KILN_CHECK(out->is_object(), where, ": \"", key, "\" must be an object");
   }
+  // The counters a resume reads, checked here where the file is named.
+  if (m.optimizer.contains("step"))
+    integer_field(m.optimizer, "step", INT64_MAX, where + " \"optimizer\"");
+  for (const char* key : {"samples", "micro"})
+    if (m.loader.contains(key)) integer_field(m.loader, key, INT64_MAX, where + " \"loader\"");
   return m;
 }
 

@@ -13,6 +13,7 @@
 #include "kiln/models/lora.h"
 #include "kiln/optim/schedule.h"
 #include "kiln/runtime/device.h"
+#include "kiln/runtime/threads.h"
 #include "kiln/train/initial_model.h"
 #include "kiln/train/recipes.h"
 #include "kiln/train/toml_shape.h"
@@ -232,8 +233,8 @@ std::string type_name(const FieldRef& ref) {
     std::string operator()(std::optional<bool>*) { return "true or false"; }
     std::string operator()(int64_t*) { return "an integer"; }
     std::string operator()(std::optional<int64_t>*) { return "an integer"; }
-    std::string operator()(double*) { return "a number"; }
-    std::string operator()(std::optional<double>*) { return "a number"; }
+    std::string operator()(double*) { return "a finite number"; }
+    std::string operator()(std::optional<double>*) { return "a finite number"; }
     std::string operator()(std::string*) { return "a string"; }
     std::string operator()(std::optional<std::string>*) { return "a string"; }
   } v;
@@ -305,59 +306,6 @@ void set_from_text(Field& f, std::string_view text, const std::string& where) {
   std::visit(Visitor{f, text, where}, f.ref);
 }
 
-std::string toml_text(const toml::node& n) {
-  std::ostringstream os;
-  if (n.is_string())
-    os << *n.value<std::string>();
-  else if (n.is_table())
-    os << "a table";
-  else if (n.is_array())
-    os << "an array";
-  else if (auto v = n.value<double>(); v && n.is_floating_point())
-    os << *v;
-  else if (n.is_integer())
-    os << *n.value<int64_t>();
-  else if (n.is_boolean())
-    os << (*n.value<bool>() ? "true" : "false");
-  else
-    os << "this value";
-  return os.str();
-}
-
-// A TOML value of type T (an integer is accepted for a double), or nothing.
-template <class T>
-std::optional<T> toml_value(const toml::node& n) {
-  if constexpr (std::is_same_v<T, double>)
-    return n.is_number() ? n.value<double>() : std::nullopt;
-  else if constexpr (std::is_same_v<T, int64_t>)
-    return n.is_integer() ? n.value<int64_t>() : std::nullopt;
-  else if constexpr (std::is_same_v<T, bool>)
-    return n.is_boolean() ? n.value<bool>() : std::nullopt;
-  else
-    return n.is_string() ? n.value<std::string>() : std::nullopt;
-}
-
-template <class T>
-struct Unwrap {
-  using type = T;
-};
-template <class T>
-struct Unwrap<std::optional<T>> {
-  using type = T;
-};
-
-// Sets a field from a TOML value, which must have the field's type.
-void set_from_toml(Field& f, const toml::node& n, const std::string& where) {
-  std::visit(
-      [&](auto* p) {
-        using T = typename Unwrap<std::remove_pointer_t<decltype(p)>>::type;
-        *p = need(toml_value<T>(n), f, toml_text(n), where);
-      },
-      f.ref);
-  if (auto* s = std::get_if<std::string*>(&f.ref)) check_choice(f, **s, where);
-  if (auto* s = std::get_if<std::optional<std::string>*>(&f.ref)) check_choice(f, ***s, where);
-}
-
 // The shortest text that reads back as the same double, always with a
 // '.' or exponent so that TOML reads a float.
 std::string double_text(double v) {
@@ -388,6 +336,61 @@ std::string toml_quoted(const std::string& s) {
       out += char(ch);
   }
   return out + "\"";
+}
+
+// A TOML value as the recipe wrote it, for errors: 2.0 is not 2, nor "2".
+std::string toml_text(const toml::node& n) {
+  std::ostringstream os;
+  if (n.is_string())
+    os << toml_quoted(*n.value<std::string>());
+  else if (n.is_table())
+    os << "a table";
+  else if (n.is_array())
+    os << "an array";
+  else if (auto v = n.value<double>(); v && n.is_floating_point())
+    os << double_text(*v);
+  else if (n.is_integer())
+    os << *n.value<int64_t>();
+  else if (n.is_boolean())
+    os << (*n.value<bool>() ? "true" : "false");
+  else
+    os << "this value";
+  return os.str();
+}
+
+// A TOML value of type T (an integer is accepted for a double, infinity and
+// NaN are not), or nothing.
+template <class T>
+std::optional<T> toml_value(const toml::node& n) {
+  if constexpr (std::is_same_v<T, double>)
+    return n.is_number() && std::isfinite(*n.value<double>()) ? n.value<double>() : std::nullopt;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return n.is_integer() ? n.value<int64_t>() : std::nullopt;
+  else if constexpr (std::is_same_v<T, bool>)
+    return n.is_boolean() ? n.value<bool>() : std::nullopt;
+  else
+    return n.is_string() ? n.value<std::string>() : std::nullopt;
+}
+
+template <class T>
+struct Unwrap {
+  using type = T;
+};
+template <class T>
+struct Unwrap<std::optional<T>> {
+  using type = T;
+};
+
+// Sets a field from a TOML value, which must have the field's type.
+void set_from_toml(Field& f, const toml::node& n, const std::string& where) {
+  std::visit(
+      [&](auto* p) {
+        using T = typename Unwrap<std::remove_pointer_t<decltype(p)>>::type;
+        *p = need(toml_value<T>(n), f, toml_text(n), where);
+      },
+      f.ref);
+  if (auto* s = std::get_if<std::string*>(&f.ref)) check_choice(f, **s, where);
+  if (auto* s = std::get_if<std::optional<std::string>*>(&f.ref)) check_choice(f, ***s, where);
 }
 
 // The value as TOML, or nothing for an unset optional.
@@ -514,6 +517,8 @@ void finalize(TrainConfig& c) {
   if (!c.model.hf_dir.empty()) initial = c.model.hf_dir;
 
   const TrainingSection& t = c.training;
+  KILN_CONFIG_CHECK(!c.job.dump_folder.empty(), "job.dump_folder",
+                    "must name the folder the run writes to");
   KILN_CONFIG_CHECK(t.steps >= 1, "training.steps", "must be at least 1, got ", t.steps);
   KILN_CONFIG_CHECK(t.local_batch_size >= 1, "training.local_batch_size",
                     "must be at least 1, got ", t.local_batch_size);
@@ -597,8 +602,9 @@ void finalize(TrainConfig& c) {
   KILN_CONFIG_CHECK(!compile.replay || compile.enable || compile.graph_trainer, "compile.replay",
                     "replays compiled programs; turn on --compile.enable or "
                     "--compile.graph_trainer too");
-  KILN_CONFIG_CHECK(c.runtime.num_threads >= 0, "runtime.num_threads",
-                    "must be non-negative (0: all cores), got ", c.runtime.num_threads);
+  KILN_CONFIG_CHECK(c.runtime.num_threads >= 0 && c.runtime.num_threads <= kMaxThreads,
+                    "runtime.num_threads", "must be from 0 (all cores) to ", kMaxThreads,
+                    ", got ", c.runtime.num_threads);
   const ParallelismSection& p = c.parallelism;
   KILN_CONFIG_CHECK(p.data_parallel_shard_degree == -1 || p.data_parallel_shard_degree >= 1,
                     "parallelism.data_parallel_shard_degree", "must be -1 or at least 1, got ",

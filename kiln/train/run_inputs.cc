@@ -52,9 +52,10 @@ RunTokenizer initial_folder_tokenizer(const TrainConfig& c, std::ostream& out) {
 
 RunTokenizer learned_tokenizer(const ModelConfig& mc, const DataSource& src,
                                const std::string& path, std::ostream& out) {
+  KILN_CHECK(src.source.format != data::SourceFormat::shards, "data.format shards: token shards "
+             "need the tokenizer they were made with: set --model.tokenizer_path");
   for (const std::string& p : src.paths)
-    KILN_CHECK(src.source.format != data::SourceFormat::shards &&
-                   !(src.source.format == data::SourceFormat::automatic && data::is_shard_path(p)),
+    KILN_CHECK(src.source.format != data::SourceFormat::automatic || !data::is_shard_path(p),
                "data path '", p, "' holds token shards, which need the tokenizer they were made "
                "with: set --model.tokenizer_path");
   std::vector<std::string> files = data::list_source_files(src.paths);  // missing paths fail here

@@ -353,8 +353,10 @@ bool Run::resume() {
     const Tensor& t = it->second;
     full.push_back((t.dtype() == s_.masters[i].dtype() ? t : t.to(s_.masters[i].dtype())).to(device_));
   }
+  KILN_CHECK(ck.optimizer_state.contains("step"), "checkpoint ", ck.path, " cannot be resumed: "
+             "its manifest has no optimizer \"step\" (a training run saves one)");
   s_.state = optim::adamw_state_from_tensors(
-      ck.optimizer, ck.optimizer_state.at("step").get<int64_t>(), s_.names, full, kOptimizerPrefix);
+      ck.optimizer, ck.optimizer_state["step"].get<int64_t>(), s_.names, full, kOptimizerPrefix);
   s_.masters = s_.dist->from_full(full);
   s_.state.m = s_.dist->from_full(s_.state.m);
   s_.state.v = s_.dist->from_full(s_.state.v);
@@ -526,7 +528,9 @@ TrainResult Run::go() {
   EagerModeGuard mode(parse_eager_mode(c_.runtime.eager_mode));
   const int64_t dp = mesh_.mesh()->size("dp");
 
-  fs::create_directories(c_.job.dump_folder);
+  std::error_code ec;
+  fs::create_directories(c_.job.dump_folder, ec);
+  KILN_CHECK(!ec, "job.dump_folder '", c_.job.dump_folder, "': cannot create it: ", ec.message());
   if (mesh_.lead())
     write_file_atomic((fs::path(c_.job.dump_folder) / "config.toml").string(), to_toml(c_));
   setup_data();

@@ -1,6 +1,7 @@
 // `kiln data prepare` run as a user would: shards written with their
 // meta.json, and one-line errors with a non-zero exit for bad input.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -43,6 +44,19 @@ TEST(DataCli, PrepareWritesShards) {
   EXPECT_NE(t.status, 0) << t.output;
   EXPECT_NE(t.output.find("holds token shards, which need the tokenizer they were made with: set "
                           "--model.tokenizer_path"),
+            std::string::npos)
+      << t.output;
+  t = test::run_cli(train + " --data.format shards --data.path " + corpus);
+  EXPECT_NE(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("data.format shards: token shards need the tokenizer they were made "
+                          "with"),
+            std::string::npos)
+      << t.output;
+  // A pipe is refused, not opened: that would wait for a writer for ever.
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  t = test::run_cli(train + " --data.path " + (dir / "pipe"));
+  EXPECT_NE(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("is neither a file nor a folder (a device, pipe or socket)"),
             std::string::npos)
       << t.output;
   // A tokenizer learned from other text is refused.

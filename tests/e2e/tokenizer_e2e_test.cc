@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/support/temp_dir.h"
@@ -143,8 +144,27 @@ TEST_F(TokenizerCli, BadFilesAndInputAreOneLineErrors) {
   r = kiln("tokenizer train --input " + (dir_ / "nothing.txt").string() + " --vocab-size 300 --output " +
            (dir_ / "x.json").string());
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("nothing.txt: no such file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing.txt' does not exist"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "x.json"));
+  // A pipe is refused, not opened: that would wait for a writer for ever.
+  ASSERT_EQ(::mkfifo((dir_ / "pipe").c_str(), 0600), 0);
+  r = kiln("tokenizer train --input " + (dir_ / "pipe").string() + " --vocab-size 300 --output " +
+           (dir_ / "x.json").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is neither a file nor a folder"), std::string::npos) << r.err;
+  r = kiln("tokenizer train --input " + tok.string() + " --vocab-size 0 --output " +
+           (dir_ / "x.json").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--vocab-size: Value 0 not in range 1 to"), std::string::npos) << r.err;
+  // A folder in the output's place stays as it was, with no temporary file beside it.
+  fs::create_directories(dir_ / "out");
+  r = kiln("tokenizer train --input " + tok.string() + " --vocab-size 300 --output " +
+           (dir_ / "out").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("Is a directory"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(dir_ / "out"));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_FALSE(e.path().filename().string().starts_with("out.")) << e.path();
 }
 
 }  // namespace

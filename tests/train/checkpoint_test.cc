@@ -264,6 +264,10 @@ TEST(CheckpointManifest, WrongFieldsAreErrorsNamingThem) {
   expect("/shards", {{"count", 1 << 20}}, "\"count\" must be an integer in [0, 65536]");
   expect("/shards", {{"count", 2}, {"rows", {{"w", -3}}}}, "rows of 'w'");
   expect("/rng", 5, "\"rng\" must be an object");
+  // The counters a resume reads: 1e30 would convert to an integer undefined.
+  expect("/optimizer", {{"step", 1e30}}, "'m' \"optimizer\" \"step\" must be an integer in [0, ");
+  expect("/loader", {{"samples", -100}}, "'m' \"loader\" \"samples\" must be an integer in [0, ");
+  expect("/loader", {{"samples", 4}, {"micro", "1"}}, "\"loader\" \"micro\" must be an integer");
   expect("/version", 2, "this kiln reads version 1");
 }
 

@@ -13,6 +13,7 @@
 #include "kiln/compiler/remat.h"
 #include "kiln/data/text_source.h"
 #include "kiln/optim/schedule.h"
+#include "kiln/runtime/threads.h"
 #include "kiln/train/config.h"
 #include "kiln/train/recipes.h"
 #include "kiln/train/toml_shape.h"
@@ -216,6 +217,17 @@ TEST(TrainConfig, TomlBadTypeAndSyntax) {
   EXPECT_CONTAINS(e, "expected an integer");
   e = error_of([&] { apply_toml(c, "[training]\nsteps = 1.5\n", "r.toml"); });
   EXPECT_CONTAINS(e, "expected an integer");
+  // The value as written: 2.0 and "2" are not integers, though they print as 2.
+  e = error_of([&] { apply_toml(c, "[training]\nsteps = 2.0\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "bad value '2.0' for training.steps: expected an integer");
+  e = error_of([&] { apply_toml(c, "[training]\nsteps = \"2\"\n", "r.toml"); });
+  EXPECT_CONTAINS(e, "bad value '\"2\"' for training.steps: expected an integer");
+  // TOML writes infinity and NaN, which no number setting means.
+  for (const char* v : {"inf", "-inf", "nan"}) {
+    e = error_of([&] { apply_toml(c, cat("[optimizer]\nlr = ", v, "\n"), "r.toml"); });
+    EXPECT_CONTAINS(e, "r.toml:2");
+    EXPECT_CONTAINS(e, "for optimizer.lr: expected a finite number");
+  }
   e = error_of([&] { apply_toml(c, "[runtime]\neager_mode = \"lazy\"\n", "r.toml"); });
   EXPECT_CONTAINS(e, "runtime.eager_mode");
   EXPECT_CONTAINS(e, "strict, debug, defer_and_fuse");
@@ -258,7 +270,7 @@ TEST(TrainConfig, SettingBadValues) {
   e = error_of([&] { apply_setting(c, "compile.enable", "maybe"); });
   EXPECT_CONTAINS(e, "expected true or false");
   e = error_of([&] { apply_setting(c, "optimizer.lr", "1e-3x"); });
-  EXPECT_CONTAINS(e, "expected a number");
+  EXPECT_CONTAINS(e, "expected a finite number");
   e = error_of([&] { apply_setting(c, "model.name", "llama3_debgu"); });
   EXPECT_CONTAINS(e, "did you mean 'llama3_debug'");
   apply_setting(c, "optimizer.lr", "2.5e-4");
@@ -325,6 +337,15 @@ TEST(TrainConfig, FinalizeFillsTheModelAndChecksValues) {
                       cat(checkpoint ? "checkpoint" : "comm",
                           ".timeout_seconds: must be a positive number of seconds"));
     }
+  bad = TrainConfig();
+  bad.job.dump_folder = "";
+  EXPECT_CONTAINS(error_of([&] { finalize(bad); }), "job.dump_folder: must name the folder");
+  for (int64_t threads : {int64_t(-1), int64_t(kMaxThreads) + 1}) {
+    bad = TrainConfig();
+    bad.runtime.num_threads = threads;
+    EXPECT_CONTAINS(error_of([&] { finalize(bad); }),
+                    cat("runtime.num_threads: must be from 0 (all cores) to ", kMaxThreads));
+  }
   TrainConfig accum;
   accum.training.global_batch_size = 32;
   finalize(accum);
