@@ -22,7 +22,7 @@ void add_profile(CLI::App& app) {
   static bool json = false;
   summarize->add_option("trace", path, "A trace.json written by --profiler.enable_profiling")
       ->required();
-  summarize->add_option("--top", top, "How many ops to list")->capture_default_str();
+  summarize->add_option("--top", top, "How many ops to list (--json lists every op)")->capture_default_str();
   summarize->add_flag("--json", json, "Print the summary as JSON");
   summarize->callback([] {
     std::ifstream in(path);

@@ -200,6 +200,8 @@ TEST(Shards, PrepareErrors) {
   EXPECT_TRUE(fs::exists(dir / "user/notes.txt"));
   dir.write("bad/meta.json", "{\"format\": \"kiln-shards\", \"vocab_size\": 10, \"train\": [\"t.bin\"]}");
   expect_error([&] { read_prepared(dir / "bad"); }, {"t.bin"});
+  dir.write("big/meta.json", "{\"format\": \"kiln-shards\", \"vocab_size\": 4294969344}");
+  expect_error([&] { read_prepared(dir / "big"); }, {"\"vocab_size\" must be a positive 32-bit"});
   dir.write("bad2/meta.json", "{not json");
   expect_error([&] { read_prepared(dir / "bad2"); }, {"meta.json", "not valid JSON"});
 }

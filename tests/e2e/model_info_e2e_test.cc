@@ -70,6 +70,13 @@ TEST(ModelInfo, TextAndUnknownName) {
   r = kiln("info --model qwen3_0.5b");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("did you mean 'qwen3_0.6b'"), std::string::npos) << r.err;
+  // --seq-len and --json describe --model's numbers: alone, or out of range, they are errors.
+  r = kiln("info --seq-len 512");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--seq-len requires --model"), std::string::npos) << r.err;
+  r = kiln("info --model qwen3_0.6b --seq-len 0");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--seq-len: Value 0 not in range 1 to"), std::string::npos) << r.err;
 }
 
 }  // namespace

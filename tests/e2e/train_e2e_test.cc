@@ -125,6 +125,14 @@ TEST_F(TrainE2E, TrainsCheckpointsAndGenerates) {
   EXPECT_NE(g.status, 0);
   EXPECT_NE(g.output.find("top-p must be in (0, 1], got 2"), std::string::npos) << g.output;
   EXPECT_EQ(g.output.find("generating from"), std::string::npos) << g.output;
+  g = run_cli("generate --checkpoint " + dump.string() + " --prompt 'the cat' --temperature inf");
+  EXPECT_NE(g.status, 0);
+  EXPECT_NE(g.output.find("temperature must be finite and >= 0, got inf"), std::string::npos)
+      << g.output;
+  // An empty prompt is one: generation starts from the document-start token.
+  g = run_cli("generate --checkpoint " + dump.string() +
+              " --prompt '' --max-new-tokens 4 --temperature 0");
+  EXPECT_EQ(g.status, 0) << g.output;
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "the cat ";
   g = run_cli("generate --checkpoint " + dump.string() + " --prompt '" + long_prompt + "'");
