@@ -1,5 +1,7 @@
 #include "kiln/models/model_fields.h"
 
+#include <algorithm>
+
 #include "kiln/base/error.h"
 #include "kiln/nn/attention.h"
 #include "kiln/nn/layers.h"
@@ -83,6 +85,12 @@ ModelChanges::ModelChanges() {
     std::visit(
         [&](auto member) { values_.emplace_back(std::optional<member_t<decltype(member)>>()); },
         f.member);
+}
+
+bool ModelChanges::all_set() const {
+  return std::all_of(values_.begin(), values_.end(), [](const Value& value) {
+    return std::visit([](const auto& v) { return v.has_value(); }, value);
+  });
 }
 
 void ModelChanges::fill_from(const ModelConfig& base) {

@@ -50,6 +50,7 @@ class ModelChanges {
   const std::optional<T>& get(std::string_view key) const {
     return std::get<std::optional<T>>(values_[index(key)]);
   }
+  bool all_set() const;
   // Sets each unset value to `base`'s.
   void fill_from(const ModelConfig& base);
   // `base` with every set value applied.

@@ -508,13 +508,20 @@ ModelConfig with_sequence_length(ModelConfig m, const TrainConfig& c) {
 }  // namespace
 
 void finalize(TrainConfig& c) {
-  // The registry entry (an unknown name was already refused by its choices).
-  c.model.changes.fill_from(kiln::model_config(c.model.name));
   std::string& initial = c.checkpoint.initial_load_path;
   KILN_CONFIG_CHECK(c.model.hf_dir.empty() || initial.empty() || initial == c.model.hf_dir,
                     "model.hf_dir", "is '", c.model.hf_dir, "' but checkpoint.initial_load_path is '",
                     initial, "': both name the folder to start from; set one");
   if (!c.model.hf_dir.empty()) initial = c.model.hf_dir;
+  // What the recipe leaves unset comes from the registry entry (an unknown
+  // name was already refused by its choices) or, for a fine-tune, the
+  // folder's architecture, which resolve_model_config checks the recipe's
+  // settings against. (A finalized config sets every field: the folder is
+  // not read again, and may be gone.)
+  ModelConfig registered = kiln::model_config(c.model.name);
+  if (!initial.empty() && !c.model.changes.all_set())
+    registered = with_folder_architecture(std::move(registered), initial);
+  c.model.changes.fill_from(registered);
 
   const TrainingSection& t = c.training;
   KILN_CONFIG_CHECK(!c.job.dump_folder.empty(), "job.dump_folder",

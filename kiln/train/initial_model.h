@@ -17,6 +17,12 @@ namespace kiln::train {
 
 ModelConfig initial_folder_model(const std::string& dir, const ModelConfig& recipe);
 
+// `registered` (the recipe's model.name) with the architecture fields of
+// folder `dir`'s config.json: what a fine-tune's recipe leaves unset. With
+// no config.json there (yet: `--print-config` may come before the folder),
+// `registered` as it is; initial_folder_model refuses such a folder.
+ModelConfig with_folder_architecture(ModelConfig registered, const std::string& dir);
+
 // `architecture` (a folder's config.json, or the one a fine-tune's
 // checkpoint records) with the recipe's component implementations; an
 // architecture field the recipe sets otherwise is refused naming `source`.

@@ -211,9 +211,10 @@ TEST_F(TrainE2E, ADivergedRunStopsBeforeSavingIt) {
 }
 
 // Fine-tuning from a Hugging Face folder trains the model its config.json
-// describes (here: its Llama 3.1 rope scaling, which no recipe key sets),
-// with its tokenizer; a recipe that contradicts the folder, or a folder
-// without a tokenizer, is refused.
+// describes (here: its Llama 3.1 rope scaling, which no recipe key sets, and
+// a depth and vocabulary the recipe leaves unset), with its tokenizer; a
+// recipe that contradicts the folder, or a folder without a tokenizer, is
+// refused.
 TEST_F(TrainE2E, FineTunesTheModelAHuggingFaceFolderDescribes) {
   CliRun tok = run_cli("tokenizer train --input " + (root_ / "corpus.txt").string() +
                        " --vocab-size 300 --output " + (root_ / "hf_tok.json").string());
@@ -269,10 +270,30 @@ TEST_F(TrainE2E, FineTunesTheModelAHuggingFaceFolderDescribes) {
   EXPECT_EQ(without.output, with_folder.output);
   fs::rename(root_ / "hf_b_moved", rescaled);
 
+  // What the recipe leaves unset is the folder's: another depth and
+  // vocabulary than llama3_debug's, recorded whole, so that its checkpoint
+  // generates without the folder.
+  ModelConfig shallow = kiln::model_config("llama3_debug");
+  shallow.n_layers = 1;
+  shallow.vocab_size = 300;
+  const fs::path shallow_dir = root_ / "hf_shallow";
+  save_hf_model(*build_model(shallow, DType::f32, 7), shallow_dir.string());
+  fs::copy_file(root_ / "hf_tok.json", shallow_dir / "tokenizer.json");
+  ft = run_cli(train_args(root_ / "ft_s", 2) + " --checkpoint.initial_load_path " +
+               shallow_dir.string());
+  ASSERT_EQ(ft.status, 0) << ft.output;
+  const std::string recorded = read(root_ / "ft_s" / "config.toml");
+  EXPECT_NE(recorded.find("\nn_layers = 1\n"), std::string::npos) << recorded;
+  EXPECT_NE(recorded.find("\nvocab_size = 300\n"), std::string::npos) << recorded;
+  fs::remove_all(shallow_dir);
+  CliRun g = run_cli("generate --checkpoint " + (root_ / "ft_s").string() +
+                     " --prompt 'the cat' --max-new-tokens 4 --temperature 0");
+  EXPECT_EQ(g.status, 0) << g.output;
+
   CliRun r = run_cli(train_args(root_ / "ft_c", 2) + " --model.dim 128" +
                      " --checkpoint.initial_load_path " + as_registry.string());
   EXPECT_NE(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("config.json has dim = 64 but the recipe's model (llama3_debug) has 128"),
+  EXPECT_NE(r.output.find("config.json has dim = 64 but the recipe sets model.dim = 128"),
             std::string::npos)
       << r.output;
   fs::remove(rescaled / "tokenizer.json");

@@ -12,6 +12,7 @@
 #include "kiln/base/error.h"
 #include "kiln/compiler/remat.h"
 #include "kiln/data/text_source.h"
+#include "kiln/models/hf_config.h"
 #include "kiln/optim/schedule.h"
 #include "kiln/runtime/threads.h"
 #include "kiln/train/config.h"
@@ -192,10 +193,14 @@ TEST(TrainConfig, HfDirAndChatData) {
       finalize(c);
     });
   };
+  test::TempDir dir;
+  const std::string hf = dir.write("qwen3/config.json",
+                                   hf_config_json(kiln::model_config("qwen3_debug")));
+  const std::string folder = fs::path(hf).parent_path().string();
   TrainConfig c;
-  apply_setting(c, "model.hf_dir", "/models/qwen3");
+  apply_setting(c, "model.hf_dir", folder);
   finalize(c);
-  EXPECT_EQ(c.checkpoint.initial_load_path, "/models/qwen3");
+  EXPECT_EQ(c.checkpoint.initial_load_path, folder);
   EXPECT_CONTAINS(refusal({{"model.hf_dir", "/a"}, {"checkpoint.initial_load_path", "/b"}}),
                   "model.hf_dir: is '/a' but checkpoint.initial_load_path is '/b'");
   EXPECT_CONTAINS(refusal({{"data.format", "chat"}, {"data.path", "c.jsonl"}}),
@@ -205,7 +210,7 @@ TEST(TrainConfig, HfDirAndChatData) {
   EXPECT_CONTAINS(refusal({{"data.train_on", "answers"}}), "data.train_on");
   TrainConfig chat;
   for (auto [key, value] : {std::pair{"data.format", "chat"}, {"data.path", "c.jsonl"},
-                            {"model.hf_dir", "/models/qwen3"}, {"data.train_on", "all"}})
+                            {"model.hf_dir", folder.c_str()}, {"data.train_on", "all"}})
     apply_setting(chat, key, value);
   finalize(chat);
 }
@@ -350,6 +355,41 @@ TEST(TrainConfig, FinalizeFillsTheModelAndChecksValues) {
   accum.training.global_batch_size = 32;
   finalize(accum);
   EXPECT_EQ(grad_accum_steps(accum), 4);
+}
+
+// A fine-tune's folder decides the architecture fields the recipe leaves
+// unset, and the finalized config records them, so that it stands without
+// the folder; a field the recipe sets to another value is refused.
+TEST(TrainConfig, AFineTunesFolderDecidesWhatTheRecipeLeavesUnset) {
+  test::TempDir dir;
+  ModelConfig folder = kiln::model_config("qwen3_debug");
+  folder.n_layers = 3;
+  folder.vocab_size = 300;
+  dir.write("hf/config.json", hf_config_json(folder));
+  TrainConfig c;
+  c.model.name = "llama3_debug";
+  c.checkpoint.initial_load_path = dir / "hf";
+  finalize(c);
+  const ModelConfig m = resolve_model_config(c);
+  EXPECT_EQ(m.family, "qwen3");
+  EXPECT_EQ(m.n_layers, 3);
+  EXPECT_EQ(m.vocab_size, 300);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(c.model.changes.get<int64_t>("n_layers"), 3);
+  EXPECT_EQ(c.model.changes.get<int64_t>("vocab_size"), 300);
+
+  TrainConfig set;
+  set.checkpoint.initial_load_path = dir / "hf";
+  apply_setting(set, "model.n_layers", "2");
+  finalize(set);
+  EXPECT_CONTAINS(error_of([&] { resolve_model_config(set); }),
+                  "has n_layers = 3 but the recipe sets model.n_layers = 2");
+
+  fs::remove_all(dir / "hf");
+  TrainConfig back;
+  apply_toml(back, to_toml(c), "printed");
+  finalize(back);
+  EXPECT_EQ(to_toml(back), to_toml(c));
 }
 
 TEST(TrainConfig, PrintConfigRoundTrips) {

@@ -104,7 +104,7 @@ class TrainLoopOracle : public ::testing::TestWithParam<std::tuple<OracleRun, Ru
         return ::testing::AssertionFailure() << "kiln " << args << ":\n" << r.output;
     }
     std::string runs;
-    // --print-config reads no folder: the architecture is the recipe's then.
+    // --print-config before the folder exists: the architecture is the recipe's.
     for (const OracleRun& run : kRuns) {
       CliRun r = run_cli("train --print-config " + flags(run, d / "unused"));
       if (r.status != 0) return ::testing::AssertionFailure() << run.name << ":\n" << r.output;
