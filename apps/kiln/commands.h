@@ -12,7 +12,7 @@
 
 namespace kiln::cli {
 
-// A count of at least 1 whose error reads "not in range [1 - ...]"
+// A count of at least 1 whose error reads "not in range 1 to N"
 // (CLI::PositiveNumber's prints DBL_MAX).
 inline const CLI::Range kPositiveCount(int64_t{1}, int64_t{1} << 40);
 

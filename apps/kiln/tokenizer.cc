@@ -1,11 +1,8 @@
 // `kiln tokenizer`: encode text to ids, decode ids to text, and train a
 // byte-level BPE, as a user runs them in a shell pipeline.
-#include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
