@@ -201,12 +201,13 @@ void add_tokenizer(CLI::App& app) {
   enc->add_option("--tokenizer", enc_args->path, file_help)->required();
   enc->add_flag("--jsonl", enc_args->jsonl, "Read lines {\"text\": ...}, print one {\"ids\": [...]} line each");
   enc->add_flag("--stats", enc_args->stats, "Print the encoding speed (MB/s) on stderr");
-  enc->add_flag("--chat", enc_args->chat,
+  auto* chat_flag = enc->add_flag("--chat", enc_args->chat,
                 "Read lines {\"messages\": [...]}, render each with the tokenizer's chat template "
                 "(tokenizer_config.json) and print {\"ids\", \"labels\"} as training sees them");
   enc->add_option("--train-on", enc_args->train_on,
                   "With --chat: completion (assistant tokens), prompt or all")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(chat_flag);
   enc->callback([enc_args] { encode(*enc_args); });
 
   auto dec_args = std::make_shared<std::pair<std::string, bool>>();

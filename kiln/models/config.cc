@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "kiln/base/error.h"
 #include "kiln/base/nearest.h"
@@ -174,6 +175,11 @@ void ModelConfig::validate() const {
     KILN_CHECK(top_k > 0 && top_k <= n_experts && moe_ffn_dim > 0, where(),
                "an MoE config needs 0 < top_k <= n_experts and moe_ffn_dim > 0; got top_k ",
                top_k, ", n_experts ", n_experts, ", moe_ffn_dim ", moe_ffn_dim);
+  // A dense model has no router for these to act on.
+  for (auto [key, value] : {std::pair{"router_z_loss_coef", router_z_loss_coef},
+                            {"router_bias_update_rate", router_bias_update_rate}})
+    KILN_CHECK(is_moe() || value == 0, where(), key, " = ", value,
+               " trains an MoE router, and this model is dense (n_experts = 0)");
 }
 
 const ModelConfig& model_config(std::string_view name) {

@@ -725,8 +725,10 @@ TrainCommandLine parse_train_command_line(const std::vector<std::string>& args) 
   TrainCommandLine out;
   TrainConfig probe;
   std::vector<Field> all = fields(probe);
+  std::string bare_switch;  // the previous argument when it was a bool flag alone
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    const std::string after = std::exchange(bare_switch, "");
     auto next = [&](const char* what) -> std::string {
       KILN_CHECK(i + 1 < args.size(), a, " needs ", what);
       return args[++i];
@@ -755,14 +757,19 @@ TrainCommandLine parse_train_command_line(const std::vector<std::string>& args) 
         bool is_bool = std::holds_alternative<bool*>(f.ref) ||
                        std::holds_alternative<std::optional<bool>*>(f.ref);
         // A bool flag alone means true; other keys take the next argument.
-        if (is_bool && (i + 1 >= args.size() || !parse_bool(args[i + 1])))
+        if (is_bool && (i + 1 >= args.size() || !parse_bool(args[i + 1]))) {
           value = "true";
-        else
+          bare_switch = a;
+        } else {
           value = next(cat("a value (", type_name(f.ref), ")").c_str());
+        }
       }
       find_field(all, key, cat("--", key, ": "));
       out.settings.emplace_back(key, value);
     } else {
+      KILN_CHECK(after.empty(), "unexpected argument '", a, "' after ", after,
+                 ", a switch (alone it means true; its values are true and false: ", after,
+                 "=false)");
       fail("unexpected argument '", a,
            "'; kiln train takes --config FILE, --print-config, --dry-run [--world-size N] "
            "[--json], --override component=impl and --section.key=value settings");

@@ -132,6 +132,10 @@ TEST_F(TokenizerCli, BadFilesAndInputAreOneLineErrors) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("not valid UTF-8"), std::string::npos) << r.err;
 
+  r = kiln("tokenizer encode --train-on all --tokenizer " + tok.string(), "hello");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--train-on requires --chat"), std::string::npos) << r.err;
+
   r = kiln("tokenizer decode --tokenizer " + tok.string(), "[1, 2, 99999]");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;

@@ -134,6 +134,17 @@ TEST(ModelConfig, ValidateNamesTheField) {
   c = model_config("llama3_debug");
   c.vocab_size = 0;
   expect_error(c, "vocab_size must be positive");
+  // The router's training terms on a model without routers.
+  c = model_config("llama3_debug");
+  c.router_z_loss_coef = 1e-3;
+  expect_error(c, "router_z_loss_coef = 0.001 trains an MoE router, and this model is dense");
+  c = model_config("llama3_debug");
+  c.router_bias_update_rate = 1e-3;
+  expect_error(c, "router_bias_update_rate = 0.001 trains an MoE router");
+  c = model_config("qwen3_moe_debug");
+  c.router_z_loss_coef = 1e-3;
+  c.router_bias_update_rate = 1e-3;
+  EXPECT_NO_THROW(c.validate());
 }
 
 }  // namespace

@@ -263,6 +263,9 @@ TEST(TrainConfig, CommandLineErrorsNameTheKey) {
   EXPECT_CONTAINS(e, "--training.steps needs a value");
   e = error_of([] { parse_train_command_line({"stray"}); });
   EXPECT_CONTAINS(e, "unexpected argument 'stray'");
+  e = error_of([] { parse_train_command_line({"--checkpoint.enable", "maybe"}); });
+  EXPECT_CONTAINS(e, "unexpected argument 'maybe' after --checkpoint.enable, a switch (alone it "
+                     "means true; its values are true and false: --checkpoint.enable=false)");
 }
 
 TEST(TrainConfig, SettingBadValues) {
