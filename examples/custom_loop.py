@@ -9,6 +9,8 @@ a small random model saved to a temporary folder and fine-tuned to repeat a
 short text (how the test suite runs this example).
 """
 import argparse
+import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -74,7 +76,15 @@ def main():
     with open(args.text, encoding="utf-8") as f:
         ids = tokenizer.encode(f.read())
     train(model, batches(ids, args.batch, args.seq, rng), args.steps, args.lr)
-    model.save_hf(args.hf.rstrip("/") + "-tuned", overwrite=True)
+    tuned = args.hf.rstrip("/") + "-tuned"
+    model.save_hf(tuned, overwrite=True)
+    # The weights alone: the tokenizer's files and generation_config.json
+    # make the folder one that `kiln generate --hf` and transformers read.
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                 "generation_config.json"):
+        if os.path.isfile(os.path.join(args.hf, name)):
+            shutil.copy(os.path.join(args.hf, name), tuned)
+    print(f"wrote {tuned}")
 
 
 if __name__ == "__main__":
