@@ -14,20 +14,25 @@ namespace {
 
 bool is_architecture(const ModelField& f) { return !f.registry && !f.training; }
 
+// The folder's config.json, or "" when it has none.
+std::string config_json(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) ? path : "";
+}
+
 }  // namespace
 
 ModelConfig initial_folder_model(const std::string& dir, const ModelConfig& recipe) {
-  const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  std::error_code ec;
-  KILN_CHECK(std::filesystem::is_regular_file(path, ec), "checkpoint.initial_load_path '", dir,
+  const std::string path = config_json(dir);
+  KILN_CHECK(!path.empty(), "checkpoint.initial_load_path '", dir,
              "' has no config.json: it must be a Hugging Face model folder");
   return with_recipe_components(read_hf_config(path).model, recipe, path);
 }
 
 ModelConfig with_folder_architecture(ModelConfig registered, const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return registered;
+  const std::string path = config_json(dir);
+  if (path.empty()) return registered;
   const ModelConfig folder = read_hf_config(path).model;
   for (const ModelField& f : model_fields())
     if (is_architecture(f))
