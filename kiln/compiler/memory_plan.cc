@@ -88,6 +88,9 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   const auto& nodes = g.nodes();
   const int n = int(nodes.size());
   const size_t nv = g.values().size();
+  KILN_CHECK(options.node_scratch.empty() || options.node_scratch.size() == nodes.size(),
+             "memory plan: node_scratch has ", options.node_scratch.size(), " entries for ", n,
+             " nodes");
   MemoryPlan plan;
   plan.offsets.assign(nv, -1);
   plan.offloaded.assign(nv, false);
@@ -184,6 +187,11 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
       if (!plan.offloaded[v]) plan.naive_bytes += size;
       plan.offsets[v] = size ? arena_of(v).allocate(size) : 0;
       if (!returned[v] && size) dies_at[std::max(i, last_use[v])].push_back(v);
+    }
+    // The kernel's scratch lives beside the node's inputs and outputs.
+    if (!options.node_scratch.empty() && options.node_scratch[size_t(i)] > 0) {
+      const int64_t scratch = aligned(options.node_scratch[size_t(i)]);
+      device.release(device.allocate(scratch), scratch);
     }
     // After the node ran, its inputs read for the last time (and its unread
     // outputs) are free for later nodes.

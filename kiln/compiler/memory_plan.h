@@ -13,6 +13,10 @@ struct PlanOptions {
   // the caller in buffers of their own turns this off, so the arena holds
   // only intermediates.
   bool outputs_in_arena = true;
+  // Estimates only: per node, the bytes its kernel takes beside its outputs
+  // while it runs (runtime's kernel_scratch_bytes), planned as a value
+  // that lives for that node alone. Empty: none.
+  std::vector<int64_t> node_scratch;
 };
 
 struct MemoryPlan {

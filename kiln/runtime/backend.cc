@@ -121,6 +121,17 @@ Storage::~Storage() {
   }
 }
 
+int64_t distinct_bytes(std::span<const std::shared_ptr<Storage>> storages) {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < storages.size(); ++i) {
+    const Storage* s = storages[i].get();
+    bool seen = !s;
+    for (size_t j = 0; j < i && !seen; ++j) seen = storages[j].get() == s;
+    if (!seen) bytes += int64_t(s->nbytes);
+  }
+  return bytes;
+}
+
 MemoryStats memory_stats(Device d, Pool p) { return pool_of(d, p).stats(); }
 void reset_peak_memory(Device d, Pool p) { pool_of(d, p).reset_peak(); }
 void empty_cache(Device d) {

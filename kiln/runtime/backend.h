@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "kiln/runtime/allocator.h"
@@ -115,6 +116,10 @@ struct Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 };
+
+// The bytes of the distinct buffers among `storages`: what a queued task
+// holding them keeps allocated (DeviceQueue's held_bytes).
+int64_t distinct_bytes(std::span<const std::shared_ptr<Storage>> storages);
 
 MemoryStats memory_stats(Device d = kCPU, Pool p = Pool::device);
 void reset_peak_memory(Device d = kCPU, Pool p = Pool::device);

@@ -88,6 +88,16 @@ class EagerContext final : public Context {
     if (!kernel->strided_inputs)
       for (Tensor& a : args)
         if (!a.is_contiguous()) a = a.contiguous();
+    // What the task holds until it has run: its inputs, outputs and scratch.
+    int64_t held = distinct_bytes(storages(args, {}));
+    for (const ir::TypeInfo& t : out_types) held += t.shape.numel() * int64_t(itemsize(t.dtype));
+    if (kernel->scratch_bytes) {
+      std::vector<ir::TypeInfo> types;
+      for (const Tensor& a : args) types.push_back(a.type());
+      held += kernel->scratch_bytes(PrepareArgs{types, attrs, op, device});
+    }
+    DeviceQueue& queue = backend(device).queue(device.index);
+    queue.make_room(held);  // before the outputs are allocated
     std::vector<Tensor> outs;
     for (size_t k = 0; k < out_types.size(); ++k)
       outs.push_back(new_tensor(out_types[k], device,
@@ -104,7 +114,7 @@ class EagerContext final : public Context {
       if (empty && !out_refs.empty()) return;
       launch(*kernel, KernelArgs{ins, out_refs, attrs, op, device});
     };
-    run(device, std::move(task), label);
+    run(device, std::move(task), label, held);
     if (debug_)
       for (size_t i = 0; i < outs.size(); ++i) check_finite(outs[i], i, label);
     return outs;
@@ -158,10 +168,11 @@ class EagerContext final : public Context {
   }
   // Debug mode runs each op alone: the queue is drained before it and
   // synchronised after it (the device too), so a failure names this op.
-  void run(Device device, std::function<void()> task, const std::string& label) {
+  void run(Device device, std::function<void()> task, const std::string& label,
+           int64_t held_bytes = 0) {
     DeviceQueue& queue = backend(device).queue(device.index);
     if (debug_) queue.synchronize();
-    queue.enqueue(std::move(task), label);
+    queue.enqueue(std::move(task), label, held_bytes);
     if (debug_) queue.synchronize();
   }
 

@@ -153,10 +153,21 @@ std::vector<Tensor> Executable::new_outputs(const std::vector<Tensor>& args) con
   return outs;
 }
 
+int64_t Executable::held_bytes(const std::vector<Tensor>& args) const {
+  std::vector<std::shared_ptr<Storage>> storages;
+  for (const Tensor& t : args) storages.push_back(t.impl().storage);
+  int64_t bytes = distinct_bytes(storages) + stats_.arena_bytes + stats_.offload_bytes;
+  for (ir::ValueId v : graph_.outputs())
+    bytes += graph_.type(v).shape.numel() * int64_t(itemsize(graph_.type(v).dtype));
+  return bytes;
+}
+
 std::vector<Tensor> Executable::run(std::span<const Tensor> inputs, bool replay) const {
   const std::vector<Tensor> args = dense_inputs(inputs);
+  const int64_t held = held_bytes(args);
+  backend(device_).queue(device_.index).make_room(held);  // before the outputs are allocated
   std::vector<Tensor> outs = new_outputs(args);
-  if (replay && enqueue_replay(args, outs)) {
+  if (replay && enqueue_replay(args, outs, held)) {
     if (eager_mode() == EagerMode::debug) synchronize(device_);
     return outs;
   }
@@ -178,7 +189,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs, bool replay)
 
   auto task = [impl = std::shared_ptr<const Impl>(impl_), device = device_, name = name_,
                refs = std::move(refs), keep = std::move(keep)] { launch_all(*impl, refs, device, name); };
-  backend(device_).queue(device_.index).enqueue(std::move(task), "compiled program");
+  backend(device_).queue(device_.index).enqueue(std::move(task), "compiled program", held);
   if (eager_mode() == EagerMode::debug) synchronize(device_);
   return outs;
 }
@@ -215,6 +226,18 @@ void Executable::run_inline(std::span<const TensorRef> inputs,
     src.data = from;
     backend(device_).strided_copy(dst, src);
   }
+}
+
+std::vector<int64_t> kernel_scratch_bytes(const ir::Graph& g, Device device) {
+  std::vector<int64_t> bytes;
+  for (const ir::Node& n : g.nodes()) {
+    const Kernel* k = find_kernel(device.kind, n.op->name);
+    std::vector<ir::TypeInfo> types;
+    if (k && k->scratch_bytes)
+      for (ir::ValueId v : n.inputs) types.push_back(g.type(v));
+    bytes.push_back(k && k->scratch_bytes ? k->scratch_bytes(PrepareArgs{types, n.attrs, *n.op, device}) : 0);
+  }
+  return bytes;
 }
 
 ir::Graph prepare_for_device(const ir::Graph& g, Device device) {

@@ -76,8 +76,11 @@ class Executable {
  private:
   std::vector<Tensor> dense_inputs(std::span<const Tensor> inputs) const;
   std::vector<Tensor> new_outputs(const std::vector<Tensor>& args) const;
+  // The bytes a queued run holds: its inputs, outputs and arenas.
+  int64_t held_bytes(const std::vector<Tensor>& args) const;
   // Enqueues a replayed run; false when this run is to run plainly.
-  bool enqueue_replay(const std::vector<Tensor>& args, const std::vector<Tensor>& outs) const;
+  bool enqueue_replay(const std::vector<Tensor>& args, const std::vector<Tensor>& outs,
+                      int64_t held_bytes) const;
 
   ir::Graph graph_;
   Device device_;
@@ -99,5 +102,10 @@ ReplayTotals replay_totals();
 // Rewrites `g` for `device`: every op without a kernel there is replaced by
 // its composite (recursively). Errors name the op that can run nowhere.
 ir::Graph prepare_for_device(const ir::Graph& g, Device device);
+
+// Per node of `g` (prepared for `device`): the scratch bytes its kernel
+// there takes while it runs (Kernel::scratch_bytes; 0 where it declares
+// none), for a memory plan's estimate (compiler::PlanOptions::node_scratch).
+std::vector<int64_t> kernel_scratch_bytes(const ir::Graph& g, Device device);
 
 }  // namespace kiln

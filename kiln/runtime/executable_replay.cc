@@ -80,7 +80,8 @@ ReplayStats Executable::replay_stats() const {
   return replays_->stats;
 }
 
-bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vector<Tensor>& outs) const {
+bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vector<Tensor>& outs,
+                                int64_t held_bytes) const {
   Replays& r = *replays_;
   std::unique_lock lock(r.mu);
   Backend& b = backend(device_);
@@ -205,7 +206,7 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
     std::lock_guard l(state->mu);
     count(state->stats, rec->work ? &ReplayStats::replays : &ReplayStats::plain);
   };
-  b.queue(device_.index).enqueue(std::move(task), "compiled program (replayed)");
+  b.queue(device_.index).enqueue(std::move(task), "compiled program (replayed)", held_bytes);
   return true;
 }
 

@@ -33,8 +33,9 @@ struct KernelArgs {
 
 using KernelFn = void (*)(const KernelArgs&);
 
-// What a kernel's prepare hook sees: a node of a program about to run, its
-// inputs' types (contiguous buffers, as a program's are) and its device.
+// What a kernel's node hooks (prepare, scratch_bytes) see: a node of a
+// program, its inputs' types (contiguous buffers, as a program's are) and
+// its device.
 struct PrepareArgs {
   std::span<const ir::TypeInfo> in;
   const ir::Attrs& attrs;
@@ -42,6 +43,7 @@ struct PrepareArgs {
   Device device;
 };
 using PrepareFn = void (*)(const PrepareArgs&);
+using ScratchFn = int64_t (*)(const PrepareArgs&);
 
 struct Kernel {
   KernelFn fn = nullptr;
@@ -63,6 +65,11 @@ struct Kernel {
   // (Backend::records_host_work: CUDA's graphs) runs the programs holding
   // it launch by launch.
   const char* reads_on_host = nullptr;
+  // Optional: the bytes of the temporary buffers the kernel takes from the
+  // device's pool while it runs, beside its outputs (a fused cross-entropy's
+  // logits tile, inputs widened to the compute type), so that the expected
+  // peak memory counts them (kernel_scratch_bytes in executable.h).
+  ScratchFn scratch_bytes = nullptr;
 };
 
 // A backend built in several instruction-set variants (the CPU backend's

@@ -24,17 +24,28 @@ void DeviceQueue::set_sync_hook(std::function<void()> hook) {
   sync_hook_ = std::move(hook);
 }
 
-void DeviceQueue::enqueue(std::function<void()> task, std::string label) {
-  push({std::move(task), std::move(label)});
+void DeviceQueue::enqueue(std::function<void()> task, std::string label, int64_t held_bytes) {
+  push({std::move(task), std::move(label), false, held_bytes});
+}
+
+bool DeviceQueue::has_room(int64_t held_bytes) const {
+  if (tasks_.size() >= kMaxPending) return false;
+  return (tasks_.empty() && !busy_) || held_ + held_bytes <= kMaxHeldBytes;
+}
+
+void DeviceQueue::make_room(int64_t held_bytes) {
+  std::unique_lock lock(mu_);
+  if (std::this_thread::get_id() != thread_.get_id())
+    space_cv_.wait(lock, [&] { return has_room(held_bytes); });
 }
 
 void DeviceQueue::push(Task task) {
   {
     std::unique_lock lock(mu_);
-    // Bounded run-ahead: each queued task holds its buffers, so a host far
-    // ahead of the device would hold a whole step's activations at once.
+    // The queue's own tasks enqueue without waiting (it would wait on itself).
     if (std::this_thread::get_id() != thread_.get_id())
-      space_cv_.wait(lock, [&] { return tasks_.size() < kMaxPending; });
+      space_cv_.wait(lock, [&] { return has_room(task.held_bytes); });
+    held_ += task.held_bytes;
     tasks_.push_back(std::move(task));
   }
   work_cv_.notify_one();
@@ -78,7 +89,7 @@ void DeviceQueue::run() {
     if (tasks_.empty()) return;  // stop requested and drained
     Task task = std::move(tasks_.front());
     tasks_.pop_front();
-    space_cv_.notify_one();
+    space_cv_.notify_all();
     // Synchronisations always run: the device must be waited for even
     // after an error (its buffers are reused once the host moves on).
     bool skip = !error_.empty() && !task.sync;
@@ -116,6 +127,8 @@ void DeviceQueue::run() {
     task.fn = nullptr;  // release the buffers it holds outside the lock
     lock.lock();
     busy_ = false;
+    held_ -= task.held_bytes;
+    space_cv_.notify_all();
     if (!failure.empty() && error_.empty()) error_ = std::move(failure);
     if (tasks_.empty()) idle_cv_.notify_all();
   }

@@ -21,11 +21,21 @@ class DeviceQueue {
   DeviceQueue(const DeviceQueue&) = delete;
   DeviceQueue& operator=(const DeviceQueue&) = delete;
 
-  // At most this many tasks wait; enqueue blocks while the queue is full.
+  // Bounded run-ahead: each task holds its buffers until it has run, so a
+  // host far ahead of the device would hold buffers that a program order
+  // run frees (and the step's memory plan counts as freed). At most this
+  // many tasks wait, holding at most kMaxHeldBytes between them (queued and
+  // running); a task holding more than that waits for an idle queue, so
+  // large ops run one at a time, as the plan assumes.
   static constexpr size_t kMaxPending = 32;
+  static constexpr int64_t kMaxHeldBytes = int64_t(16) << 20;
 
-  // `label` names the work in an error message ("op 'gather' (eager op #12)").
-  void enqueue(std::function<void()> task, std::string label);
+  // `label` names the work in an error message ("op 'gather' (eager op #12)");
+  // `held_bytes`: the bytes of the buffers the task holds (inputs, outputs).
+  void enqueue(std::function<void()> task, std::string label, int64_t held_bytes = 0);
+  // Waits until a task holding `held_bytes` may be enqueued: called before
+  // allocating its outputs, so they are not allocated ahead of the limit.
+  void make_room(int64_t held_bytes);
   // Waits for all enqueued work; throws kiln::Error for the first failure.
   void synchronize();
 
@@ -44,9 +54,11 @@ class DeviceQueue {
     std::function<void()> fn;
     std::string label;
     bool sync = false;  // runs the sync hook
+    int64_t held_bytes = 0;
   };
   void run();
   void push(Task task);
+  bool has_room(int64_t held_bytes) const;  // with mu_ held
   std::string device_failure(const std::string& what);  // clears the tasks since the sync
 
   const std::string device_;
@@ -54,6 +66,7 @@ class DeviceQueue {
   std::condition_variable work_cv_, idle_cv_, space_cv_;
   std::deque<Task> tasks_;
   bool busy_ = false;
+  int64_t held_ = 0;  // the held_bytes of the queued and the running tasks
   bool stop_ = false;
   std::string error_;  // first failure since the last synchronize
   std::function<void()> sync_hook_;

@@ -1,5 +1,6 @@
 #include "kiln/train/step.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "kiln/autograd/grad.h"
@@ -12,6 +13,7 @@
 #include "kiln/ops/shape.h"
 #include "kiln/optim/accumulate.h"
 #include "kiln/optim/clip.h"
+#include "kiln/runtime/allocator.h"
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/recording.h"
 
@@ -228,15 +230,30 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
   // The step differentiates the masters (not the frozen parameters).
   for (size_t i = 0; i < np; ++i)
     e.gradients += args[i].shape.numel() * int64_t(itemsize(args[i].dtype));
-  // The graph trainer writes the updates into the donated buffers of
-  // masters, m and v (arguments 0..3np-1 -> results M+1..M+3np).
-  std::vector<std::pair<int, int>> donated;
-  if (options_.rung == Rung::graph_trainer)
-    for (int i = 0; i < int(3 * step_adamw().groups().group.size()); ++i)
-      donated.push_back({i, int(options_.microbatches) + 1 + i});
-  compiler::MemoryPlan plan = compiler::plan_memory(g, donated);
-  e.computed = plan.peak_bytes;
-  e.offloaded = plan.offload_peak_bytes;
+  const std::vector<int64_t> scratch = kernel_scratch_bytes(g, masters[0].device());
+  if (options_.rung == Rung::graph_trainer) {
+    // The program writes the updates into the donated buffers of masters, m
+    // and v (arguments 0..3np-1 -> results M+1..M+3np). It takes each arena
+    // as one block, in the size class the allocator rounds it up to, and a
+    // kernel's scratch beside it.
+    std::vector<std::pair<int, int>> donated;
+    for (int i = 0; i < int(3 * np); ++i) donated.push_back({i, int(options_.microbatches) + 1 + i});
+    auto block = [](int64_t bytes) {
+      return bytes > 0 ? int64_t(CachingAllocator::round_size(size_t(bytes))) : 0;
+    };
+    int64_t most_scratch = 0;
+    for (int64_t b : scratch) most_scratch = std::max(most_scratch, b);
+    compiler::MemoryPlan plan = compiler::plan_memory(g, donated);
+    e.computed = block(plan.peak_bytes) + block(most_scratch);
+    e.offloaded = block(plan.offload_peak_bytes);
+  } else {
+    // Values are taken one by one as the nodes run, a kernel's scratch with them.
+    compiler::PlanOptions planning;
+    planning.node_scratch = scratch;
+    compiler::MemoryPlan plan = compiler::plan_memory(g, {}, planning);
+    e.computed = plan.peak_bytes;
+    e.offloaded = plan.offload_peak_bytes;
+  }
   return e;
 }
 

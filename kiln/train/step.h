@@ -73,7 +73,8 @@ struct MemoryEstimate {
   int64_t optimizer_state = 0;  // AdamW's m and v
   int64_t batch = 0;            // the microbatches and the step's scalars
   // The memory plan's peak of what the step computes: activations,
-  // compute-dtype parameter copies, gradients, updates and temporaries.
+  // compute-dtype parameter copies, gradients, updates, temporaries and
+  // the kernels' scratch (Kernel::scratch_bytes).
   int64_t computed = 0;
   // Two parts of `computed`, not necessarily live at the same time:
   int64_t gradients = 0;    // one per master (not frozen), of its type; all live before clipping

@@ -383,6 +383,8 @@ StepResult Run::train_step(double lr) {
          << " computed in the step; activation_checkpoint.mode = " << c_.activation_checkpoint.mode
          << ")";
     if (e.offloaded > 0) out_ << ", and " << bytes_text(e.offloaded) << " of offloaded activations in host memory";
+    if (c_.compile.replay && c_.compile.enable && !c_.compile.graph_trainer)
+      out_ << "; not counted: the buffers each block program's recordings keep (compile.replay)";
     if (saves_in_background(c_))
       out_ << ", and " << bytes_text(s_.checkpoint_shard_bytes())
            << " of host memory for the background checkpoint copy";

@@ -63,6 +63,21 @@ TEST(MemoryPlan, AChainReusesTwoBuffers) {
   EXPECT_TRUE(plan.donated.empty());
 }
 
+// A kernel's scratch lives beside its node's input and output, for that
+// node alone; it leaves the layout of the values as it was.
+TEST(MemoryPlan, NodeScratchLivesForItsNodeAlone) {
+  ir::Graph g = ir_graph(chain(8));
+  PlanOptions options;
+  options.node_scratch.assign(8, 0);
+  options.node_scratch[3] = 3 * 4096 - 10;  // aligned up
+  MemoryPlan plan = plan_memory(g, {}, options);
+  check_plan(g, plan);
+  EXPECT_EQ(plan.peak_bytes, 5 * 4096);
+  EXPECT_EQ(plan.naive_bytes, 8 * 4096);
+  options.node_scratch.assign(7, 0);
+  EXPECT_THROW(plan_memory(g, {}, options), Error);
+}
+
 // An offloaded value lives in the offload arena from its offload to its
 // reload; the device arena holds neither it nor the space it would take.
 TEST(MemoryPlan, OffloadedValuesHaveAnArenaOfTheirOwn) {

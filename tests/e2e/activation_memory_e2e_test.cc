@@ -4,9 +4,11 @@
 // the graph trainer and in eager mode (debug mode: ops run one at a time,
 // so the peak is the program's own, not how far the host ran ahead of the
 // device queue); offload also on the rungs between. The expected peak is
-// printed before the first step, with what offload keeps in host memory.
+// printed before the first step, with what offload keeps in host memory, and
+// strict eager, running ahead of the device queue, measures that peak.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -102,6 +104,36 @@ void ActivationMemory::expect_offload_works(const std::string& name, const std::
 TEST_F(ActivationMemory, GraphTrainer) { expect_policy_works("graph", "--compile.graph_trainer"); }
 
 TEST_F(ActivationMemory, Eager) { expect_policy_works("eager", "--runtime.eager_mode debug"); }
+
+// The expected peak printed before step 1, in bytes (to its 0.1 MiB).
+double printed_expected_peak(const std::string& output) {
+  const size_t at = output.find("expected peak memory: ");
+  double value = 0;
+  char unit[4] = {};
+  if (at == std::string::npos ||
+      std::sscanf(output.c_str() + at, "expected peak memory: %lf %3s", &value, unit) != 2 ||
+      std::string(unit) != "MiB") {
+    ADD_FAILURE() << "no expected peak in MiB in:\n" << output;
+    return 0;
+  }
+  return value * 1048576.0;
+}
+
+// The peak measured is the one printed: the memory plan's, with the
+// kernels' scratch (the fused loss's logits tiles) and the graph trainer's
+// arena in the allocator's size class. Strict eager runs ahead of the device
+// queue, whose tasks hold their buffers until they run, by a bounded amount.
+TEST_F(ActivationMemory, TheMeasuredPeakIsTheExpectedOne) {
+  for (std::string rung : {"--runtime.eager_mode strict", "--compile.graph_trainer"})
+    for (std::string loss : {"composite", "fused_ce"}) {
+      TrainedRun run = train("expected_" + std::to_string(rung.size()) + "_" + loss,
+                             rung + " --override loss=" + loss + " --activation_checkpoint.mode none");
+      const double expected = printed_expected_peak(run.output);
+      EXPECT_NEAR(double(run.peak), expected, 0.05 * expected) << rung << " " << loss;
+      std::cout << rung << ", loss " << loss << ": expected peak MiB " << expected / 1048576.0
+                << ", measured " << run.peak / 1048576.0 << "\n";
+    }
+}
 
 TEST_F(ActivationMemory, OffloadPerBlockCompile) {
   const std::string rung = "--runtime.eager_mode debug --compile.enable --compile.graph_trainer=false";

@@ -1,5 +1,6 @@
-// Eager modes: strict runs asynchronously and surfaces kernel errors at the
-// next synchronisation; debug runs synchronously and names NaN/Inf sources.
+// Eager modes: strict runs asynchronously, at most a bounded way ahead of the
+// device, and surfaces kernel errors at the next synchronisation; debug runs
+// synchronously and names NaN/Inf sources.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,7 +13,9 @@
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/runtime/context.h"
+#include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/queue.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -53,6 +56,25 @@ TEST(StrictMode, KernelErrorSurfacesAtNextSyncNamingTheOp) {
   // The error is reported once; the queue works again afterwards.
   EXPECT_EQ(error_of([] { synchronize(); }), "");
   EXPECT_EQ(exp(x).to_vector<float>()[0], std::exp(1.0f));
+}
+
+// The host runs ahead of a busy device by at most the queue's byte limit:
+// a chain of ops whose buffers a program-order run frees one by one does
+// not hold them all while the device catches up.
+TEST(StrictMode, RunningAheadHoldsAtMostTheQueuesByteLimit) {
+  EagerModeGuard mode(EagerMode::strict);
+  const int64_t n = 1 << 20, bytes = n * 4;
+  Tensor x = ones({n}), small = zeros({4});
+  synchronize();
+  const int64_t before = memory_stats(kCPU).allocated;
+  reset_peak_memory(kCPU);
+  Tensor slow = apply1(kSlow, {small});  // the device is busy while the host goes on
+  Tensor y = x;
+  for (int i = 0; i < 24; ++i) y = neg(y);
+  synchronize();
+  // In program order: y's input and output; ahead of the device, the limit.
+  EXPECT_LE(memory_stats(kCPU).peak_allocated - before, 2 * bytes + DeviceQueue::kMaxHeldBytes);
+  EXPECT_EQ(y.to_vector<float>()[0], 1.0f);
 }
 
 TEST(StrictMode, ShapeErrorsAreImmediate) {

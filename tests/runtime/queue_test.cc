@@ -1,12 +1,16 @@
 // The device queue's synchronisation hook: what a device that runs work
 // after its tasks return (a CUDA stream) reports at synchronize() or a task
-// meets later (a DeviceFault), and which tasks the error names.
+// meets later (a DeviceFault), and which tasks the error names; and its
+// bounded run-ahead, in tasks and in the bytes they hold.
 #include "kiln/runtime/queue.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <string>
+#include <thread>
 
 #include "kiln/base/error.h"
 #include "kiln/runtime/device_fault.h"
@@ -88,6 +92,47 @@ TEST(DeviceQueue, ADeviceFaultMetByATaskNamesTheTasksSinceTheLastSynchronisation
             "the device failed in one of the 2 tasks run since the last synchronisation (op 'a', "
             "op 'b'); KILN_EAGER_MODE=debug synchronises after every op and names the one: "
             "illegal address");
+}
+
+// A task that runs once `open` is set, holding `bytes` until then.
+void enqueue_gated(DeviceQueue& q, std::atomic<bool>& open, int64_t bytes) {
+  q.enqueue([&open] {
+    while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }, "gated", bytes);
+}
+
+// Whether `room` is still waiting after a while (it never returns early
+// when the queue is right; when it is wrong, it returns at once).
+bool still_waiting(std::future<void>& room) {
+  return room.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout;
+}
+
+TEST(DeviceQueue, TasksHoldAtMostTheByteLimitBetweenThem) {
+  DeviceQueue q("test");
+  std::atomic<bool> open = false;
+  const int64_t half = DeviceQueue::kMaxHeldBytes / 2;
+  enqueue_gated(q, open, half);
+  q.make_room(half);  // fits beside the running task
+  enqueue_gated(q, open, half);
+  auto room = std::async(std::launch::async, [&] { q.make_room(1); });
+  EXPECT_TRUE(still_waiting(room)) << "a third task would pass the byte limit";
+  open = true;
+  room.get();
+  q.synchronize();
+}
+
+TEST(DeviceQueue, ATaskOverTheByteLimitWaitsForAnIdleQueue) {
+  DeviceQueue q("test");
+  std::atomic<bool> open = false;
+  q.make_room(4 * DeviceQueue::kMaxHeldBytes);  // an idle queue takes any task
+  enqueue_gated(q, open, 4 * DeviceQueue::kMaxHeldBytes);
+  auto room = std::async(std::launch::async, [&] { q.make_room(1); });
+  EXPECT_TRUE(still_waiting(room));
+  open = true;
+  room.get();
+  // Tasks holding nothing wait only for a free place.
+  for (size_t i = 0; i < DeviceQueue::kMaxPending; ++i) q.enqueue([] {}, "empty");
+  q.synchronize();
 }
 
 }  // namespace

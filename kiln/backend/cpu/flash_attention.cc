@@ -359,8 +359,11 @@ void backward_kernel(const KernelArgs& a) {
 }
 
 const IsaKernelRegistrar registrations[] = {
-    {DeviceKind::cpu, "flash_attention", {forward_kernel, false}},
-    {DeviceKind::cpu, "flash_attention_backward", {backward_kernel, false}},
+    {DeviceKind::cpu, "flash_attention",
+     {.fn = forward_kernel, .strided_inputs = false, .scratch_bytes = widened_inputs_bytes<0, 1, 2>}},
+    {DeviceKind::cpu, "flash_attention_backward",
+     {.fn = backward_kernel, .strided_inputs = false,
+      .scratch_bytes = widened_inputs_bytes<0, 1, 2, 3>}},
 };
 
 }  // namespace

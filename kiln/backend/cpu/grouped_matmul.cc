@@ -120,7 +120,8 @@ void weight_grad_kernel(const KernelArgs& a) {
 
 const IsaKernelRegistrar registrations[] = {
     {DeviceKind::cpu, "grouped_matmul", {grouped_kernel, false}},
-    {DeviceKind::cpu, "grouped_matmul_weight_grad", {weight_grad_kernel, false}},
+    {DeviceKind::cpu, "grouped_matmul_weight_grad",
+     {.fn = weight_grad_kernel, .strided_inputs = false, .scratch_bytes = widened_inputs_bytes<0, 1>}},
 };
 
 }  // namespace

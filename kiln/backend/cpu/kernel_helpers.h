@@ -209,4 +209,16 @@ void by_operand_type(DType t, F&& f) {
   });
 }
 
+// Kernel::scratch_bytes of a by_operand_type kernel whose scratch is its
+// inputs `Inputs` widened to O (AsCompute) where they are not stored as O.
+template <size_t... Inputs>
+int64_t widened_inputs_bytes(const PrepareArgs& a) {
+  int64_t bytes = 0;
+  by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() {
+    for (size_t i : {Inputs...})
+      if (!stored_as<O>(a.in[i].dtype)) bytes += a.in[i].shape.numel() * int64_t(sizeof(O));
+  });
+  return bytes;
+}
+
 }  // namespace kiln::cpu

@@ -166,6 +166,22 @@ void backward(const KernelArgs& a) {
                  [&](int64_t b, int64_t e) { store_row(dh_out, b, dh + b, e - b); });
 }
 
+// The scratch buffers Setup and backward take from the pool.
+int64_t scratch_bytes(const PrepareArgs& a) {
+  const ir::TypeInfo &h = a.in[0], &w = a.in[1];
+  const int64_t rows = h.shape[0], dim = h.shape[1], tile = std::min(kTile, w.shape[0]);
+  const bool backward = a.op.name == "linear_cross_entropy_backward";
+  int64_t bytes = 0;
+  by_operand_type(h.dtype, [&]<class C, class T, class O>() {
+    bytes = rows * tile * int64_t(sizeof(C));                                     // block
+    if (!stored_as<O>(w.dtype)) bytes += tile * dim * int64_t(sizeof(O));         // w_buffer
+    if (!stored_as<O>(h.dtype)) bytes += rows * dim * int64_t(sizeof(O));         // h as O
+    if (backward && !stored_as<C>(h.dtype)) bytes += (rows + tile) * dim * int64_t(sizeof(C));
+    if (backward && !std::is_same_v<O, C>) bytes += rows * tile * int64_t(sizeof(O));  // g_rounded
+  });
+  return bytes;
+}
+
 void forward_kernel(const KernelArgs& a) {
   by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() { forward<C, O>(a); });
 }
@@ -175,8 +191,10 @@ void backward_kernel(const KernelArgs& a) {
 }
 
 const IsaKernelRegistrar registrations[] = {
-    {DeviceKind::cpu, "linear_cross_entropy", {forward_kernel, false}},
-    {DeviceKind::cpu, "linear_cross_entropy_backward", {backward_kernel, false}},
+    {DeviceKind::cpu, "linear_cross_entropy",
+     {.fn = forward_kernel, .strided_inputs = false, .scratch_bytes = scratch_bytes}},
+    {DeviceKind::cpu, "linear_cross_entropy_backward",
+     {.fn = backward_kernel, .strided_inputs = false, .scratch_bytes = scratch_bytes}},
 };
 
 }  // namespace
