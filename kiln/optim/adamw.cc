@@ -74,7 +74,7 @@ AdamWScalars AdamW::scalars(int64_t step, double lr, Device device) const {
   return s;
 }
 
-AdamWUpdate AdamW::update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+AdamWUpdate AdamW::update(const std::vector<Tensor>& params, std::vector<Tensor> grads,
                           const AdamWState& state, const AdamWScalars& scalars) const {
   size_t n = groups_.group.size();
   KILN_CHECK(params.size() == n && grads.size() == n && state.m.size() == n && state.v.size() == n,
@@ -95,6 +95,7 @@ AdamWUpdate AdamW::update(const std::vector<Tensor>& params, const std::vector<T
     DType sd = state_dtype(p.dtype());
     auto cast = [&](const Tensor& t) { return t.dtype() == sd ? t : t.to(sd); };
     Tensor g = cast(grads[i]), p32 = cast(p);
+    grads[i] = Tensor();  // eager: a gradient given up goes once its update is issued
     int group = groups_.group[i];
     Tensor decay = cast(scalars.decay[size_t(group)]);
     Tensor step_size = cast(scalars.step_size[size_t(group)]);
@@ -112,9 +113,9 @@ AdamWUpdate AdamW::update(const std::vector<Tensor>& params, const std::vector<T
   return out;
 }
 
-AdamWUpdate AdamW::update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+AdamWUpdate AdamW::update(const std::vector<Tensor>& params, std::vector<Tensor> grads,
                           const AdamWState& state, double lr) const {
-  return update(params, grads, state,
+  return update(params, std::move(grads), state,
                 scalars(state.step + 1, lr, params.empty() ? kCPU : params[0].device()));
 }
 

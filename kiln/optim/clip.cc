@@ -38,19 +38,23 @@ Tensor global_norm(const std::vector<Tensor>& grads) {
   return norm_of_norms(norms);
 }
 
-ClipResult clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
-  return clip_to_norm(grads, global_norm(grads), max_norm);
+ClipResult clip_grad_norm(std::vector<Tensor> grads, double max_norm) {
+  Tensor norm = global_norm(grads);
+  return clip_to_norm(std::move(grads), norm, max_norm);
 }
 
-ClipResult clip_to_norm(const std::vector<Tensor>& grads, const Tensor& norm, double max_norm) {
+ClipResult clip_to_norm(std::vector<Tensor> grads, const Tensor& norm, double max_norm) {
   ClipResult out;
   out.norm = norm;
   if (max_norm <= 0) {
-    out.grads = grads;
+    out.grads = std::move(grads);
     return out;
   }
   Tensor coef = minimum(max_norm / (out.norm + 1e-6), scalar(1.0, out.norm.dtype(), out.norm.device()));
-  for (const auto& g : grads) out.grads.push_back(g * (coef.dtype() == g.dtype() ? coef : coef.to(g.dtype())));
+  for (Tensor& g : grads) {
+    out.grads.push_back(g * (coef.dtype() == g.dtype() ? coef : coef.to(g.dtype())));
+    g = Tensor();
+  }
   return out;
 }
 

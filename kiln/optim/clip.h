@@ -24,9 +24,11 @@ Tensor global_norm(const std::vector<Tensor>& grads);
 DType norm_dtype(const std::vector<Tensor>& grads);
 Tensor slice_norms(const Tensor& g, DType dtype, int64_t batch_dims = 0);
 Tensor norm_of_norms(const std::vector<Tensor>& norms);
-ClipResult clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
+ClipResult clip_grad_norm(std::vector<Tensor> grads, double max_norm);
 // clip_grad_norm with the norm given: for gradients sharded over ranks,
-// whose global norm combines every rank's part.
-ClipResult clip_to_norm(const std::vector<Tensor>& grads, const Tensor& norm, double max_norm);
+// whose global norm combines every rank's part. Gradients moved in (to
+// either) are dropped one by one as their clipped copies are issued, so in
+// eager mode each is freed then, as a program's memory plan frees it.
+ClipResult clip_to_norm(std::vector<Tensor> grads, const Tensor& norm, double max_norm);
 
 }  // namespace kiln::optim

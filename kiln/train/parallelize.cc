@@ -104,13 +104,13 @@ std::vector<Tensor> ParamDistribution::reduce_grads(const std::vector<Tensor>& t
   return out;
 }
 
-optim::ClipResult ParamDistribution::clip(const std::vector<Tensor>& grads, double max_norm) const {
-  if (!sharded() && !tp_.enabled()) return optim::clip_grad_norm(grads, max_norm);
+optim::ClipResult ParamDistribution::clip(std::vector<Tensor> grads, double max_norm) const {
+  if (!sharded() && !tp_.enabled()) return optim::clip_grad_norm(std::move(grads), max_norm);
   // Replicas hold equal gradients: the squares are summed over the shards
   // only (and over tp for the tp slices).
   Tensor squares = tp_.squared_norm(grads);
   if (sharded()) squares = all_reduce(squares, shard_);
-  return optim::clip_to_norm(grads, sqrt(squares), max_norm);
+  return optim::clip_to_norm(std::move(grads), sqrt(squares), max_norm);
 }
 
 Tensor ParamDistribution::mean_loss(const Tensor& loss) const {

@@ -77,8 +77,8 @@ class ParamDistribution {
                                      const optim::MixedPrecisionPolicy& policy) const;
   // The step's gradients (from the backward, accumulated): the global-batch mean.
   std::vector<Tensor> reduce_grads(const std::vector<Tensor>& grads) const;
-  // clip_grad_norm over the gradients of every shard.
-  optim::ClipResult clip(const std::vector<Tensor>& grads, double max_norm) const;
+  // clip_grad_norm over the gradients of every shard (dropping those moved in).
+  optim::ClipResult clip(std::vector<Tensor> grads, double max_norm) const;
   // A rank's loss -> the mean over the dp ranks.
   Tensor mean_loss(const Tensor& loss) const;
   // A rank's count (of its batch) -> the sum over the dp ranks.

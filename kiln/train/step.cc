@@ -131,11 +131,11 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   }
   if (accumulator) grads = accumulator->take();
   grads = dist_->reduce_grads(grads);
-  optim::ClipResult clip =
-      stacking_ ? optim::clip_to_norm(grads, stacking_->global_norm(grads), options_.max_norm)
-                : dist_->clip(grads, options_.max_norm);
-  grads.clear();
-  optim::AdamWUpdate u = step_adamw().update(masters, clip.grads, state, scalars);
+  Tensor stacked_norm = stacking_ ? stacking_->global_norm(grads) : Tensor();
+  optim::ClipResult clip = stacking_
+                               ? optim::clip_to_norm(std::move(grads), stacked_norm, options_.max_norm)
+                               : dist_->clip(std::move(grads), options_.max_norm);
+  optim::AdamWUpdate u = step_adamw().update(masters, std::move(clip.grads), state, scalars);
   results.push_back(clip.norm);
   for (const auto* list : {&u.params, &u.state.m, &u.state.v})
     results.insert(results.end(), list->begin(), list->end());
