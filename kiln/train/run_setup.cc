@@ -55,6 +55,15 @@ void RunSetup::build(bool load_initial_weights) {
   }
   tp.apply(*model);
   ep.apply(*model);
+  // The steps and evaluations supply a compute-dtype model's parameters (its
+  // scopes): between them it holds stand-ins of the right types and no
+  // memory (a zero, expanded), not a second copy of the model.
+  if (policy.param_dtype != DType::f32) {
+    std::vector<Tensor> stand_ins;
+    for (const Tensor& p : model->parameters())
+      stand_ins.push_back(zeros({}, p.dtype(), p.device()).expand(p.shape()));
+    model->set_parameters(stand_ins);
+  }
   if (lora.rank == 0) {
     names = std::move(all_names), shapes = std::move(all_shapes);
     dist = std::make_shared<const ParamDistribution>(mesh, shapes, tp, ep);
