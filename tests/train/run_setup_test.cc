@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -18,33 +17,39 @@ namespace {
 namespace fs = std::filesystem;
 
 // llama3_debug set up on one CPU rank, its master weights in f32 and its
-// compute copies in `param_dtype`.
-std::unique_ptr<RunSetup> built(const std::string& param_dtype) {
-  TrainConfig c = load_train_config(parse_train_command_line(
-      {"--config", (fs::path(KILN_SOURCE_DIR) / "recipes" / "llama3_debug.toml").string(),
-       "--training.mixed_precision_param=" + param_dtype}));
-  auto s = std::make_unique<RunSetup>(c, std::make_shared<dist::DeviceMesh>(dist::MeshDegrees{}, 1, 0),
-                                      kCPU);
-  s->build(/*load_initial_weights=*/false);
-  EXPECT_EQ(s->model->parameters().size(), s->masters.size());
-  return s;
-}
+// compute copies in `param_dtype` (the setup reads the config it was given
+// for its whole life, so the fixture keeps both).
+class RunSetupTest : public ::testing::Test {
+ protected:
+  void build(const std::string& param_dtype) {
+    config_ = load_train_config(parse_train_command_line(
+        {"--config", (fs::path(KILN_SOURCE_DIR) / "recipes" / "llama3_debug.toml").string(),
+         "--training.mixed_precision_param=" + param_dtype}));
+    setup_ = std::make_unique<RunSetup>(
+        config_, std::make_shared<dist::DeviceMesh>(dist::MeshDegrees{}, 1, 0), kCPU);
+    setup_->build(/*load_initial_weights=*/false);
+    params_ = setup_->model->parameters();
+    ASSERT_EQ(params_.size(), setup_->masters.size());
+  }
 
-TEST(RunSetup, ABf16ModelHoldsStandInsNotASecondCopy) {
-  std::unique_ptr<RunSetup> s = built("bfloat16");
-  const std::vector<Tensor> params = s->model->parameters();
-  for (size_t i = 0; i < std::min(params.size(), s->masters.size()); ++i) {
-    EXPECT_EQ(params[i].dtype(), DType::bf16) << s->names[i];
-    EXPECT_EQ(params[i].shape(), s->masters[i].shape()) << s->names[i];
-    EXPECT_EQ(params[i].impl().storage->nbytes, 2u) << s->names[i] << ": one bf16 zero";
+  TrainConfig config_;
+  std::unique_ptr<RunSetup> setup_;
+  std::vector<Tensor> params_;  // the model's
+};
+
+TEST_F(RunSetupTest, ABf16ModelHoldsStandInsNotASecondCopy) {
+  ASSERT_NO_FATAL_FAILURE(build("bfloat16"));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    EXPECT_EQ(params_[i].dtype(), DType::bf16) << setup_->names[i];
+    EXPECT_EQ(params_[i].shape(), setup_->masters[i].shape()) << setup_->names[i];
+    EXPECT_EQ(params_[i].impl().storage->nbytes, 2u) << setup_->names[i] << ": one bf16 zero";
   }
 }
 
-TEST(RunSetup, AnF32ModelRunsOnTheMasters) {
-  std::unique_ptr<RunSetup> s = built("float32");
-  const std::vector<Tensor> params = s->model->parameters();
-  for (size_t i = 0; i < std::min(params.size(), s->masters.size()); ++i)
-    EXPECT_EQ(params[i].impl().storage, s->masters[i].impl().storage) << s->names[i];
+TEST_F(RunSetupTest, AnF32ModelRunsOnTheMasters) {
+  ASSERT_NO_FATAL_FAILURE(build("float32"));
+  for (size_t i = 0; i < params_.size(); ++i)
+    EXPECT_EQ(params_[i].impl().storage, setup_->masters[i].impl().storage) << setup_->names[i];
 }
 
 }  // namespace
