@@ -89,7 +89,9 @@ class EagerContext final : public Context {
       for (Tensor& a : args)
         if (!a.is_contiguous()) a = a.contiguous();
     // What the task holds until it has run: its inputs, outputs and scratch.
-    int64_t held = distinct_bytes(storages(args, {}));
+    // The buffers the task keeps: its inputs', then its outputs'.
+    std::vector<std::shared_ptr<Storage>> keep = storages(args);
+    int64_t held = distinct_bytes(keep);
     for (const ir::TypeInfo& t : out_types) held += t.shape.numel() * int64_t(itemsize(t.dtype));
     if (kernel->scratch_bytes) {
       std::vector<ir::TypeInfo> types;
@@ -105,10 +107,11 @@ class EagerContext final : public Context {
     // A wait's result is its first input's buffer, as in a program.
     if (op.aliases_first_input && args[0].is_contiguous() && args[0].type() == out_types[0])
       outs[0] = Tensor(std::make_shared<TensorImpl>(args[0].impl()));
+    for (const Tensor& t : outs) keep.push_back(t.impl().storage);
 
     std::string label = describe(op);
     auto task = [kernel, &op, attrs, device, ins = refs(args), out_refs = refs(outs),
-                 keep = storages(args, outs)] {
+                 keep = std::move(keep)] {
       bool empty = true;
       for (const TensorRef& r : out_refs) empty = empty && r.numel() == 0;
       if (empty && !out_refs.empty()) return;
@@ -138,7 +141,7 @@ class EagerContext final : public Context {
     Device device = dst.device();
     Backend* b = &backend(device);
     run(device,
-        [b, d = ref_of(dst), s = ref_of(value), keep = storages({dst, value}, {})] {
+        [b, d = ref_of(dst), s = ref_of(value), keep = storages({dst, value})] {
           b->strided_copy(d, s);
         },
         "in-place write");
@@ -159,11 +162,9 @@ class EagerContext final : public Context {
     for (const Tensor& t : ts) r.push_back(ref_of(t));
     return r;
   }
-  static std::vector<std::shared_ptr<Storage>> storages(const std::vector<Tensor>& a,
-                                                        const std::vector<Tensor>& b) {
+  static std::vector<std::shared_ptr<Storage>> storages(const std::vector<Tensor>& ts) {
     std::vector<std::shared_ptr<Storage>> s;
-    for (const Tensor& t : a) s.push_back(t.impl().storage);
-    for (const Tensor& t : b) s.push_back(t.impl().storage);
+    for (const Tensor& t : ts) s.push_back(t.impl().storage);
     return s;
   }
   // Debug mode runs each op alone: the queue is drained before it and
