@@ -1,7 +1,5 @@
 #include "kiln/runtime/private_memory.h"
 
-#include <optional>
-
 #include "kiln/base/error.h"
 #include "kiln/runtime/backend.h"
 
@@ -15,15 +13,6 @@ PrivateMemory::PrivateMemory(Device device)
       pool_(std::make_shared<CachingAllocator>(backend(device).allocator(device.index).raw())) {
   if (CachingAllocator* offload = backend(device).offload_allocator(device.index))
     offload_pool_ = std::make_shared<CachingAllocator>(offload->raw());
-}
-
-void* PrivateMemory::scratch(size_t bytes) {
-  if (!scratch_.empty() && scratch_.back()->nbytes >= bytes) return scratch_.back()->data;
-  // Earlier buffers stay: recordings made before read their addresses.
-  std::optional<PrivateMemoryScope> scope;
-  if (active != this) scope.emplace(*this);
-  scratch_.push_back(std::make_shared<Storage>(device_, bytes + bytes / 2));
-  return scratch_.back()->data;
 }
 
 PrivateMemoryScope::PrivateMemoryScope(PrivateMemory& memory) {

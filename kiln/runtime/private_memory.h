@@ -1,8 +1,9 @@
 // The memory a recorded program owns (Backend::record): pools of its own
-// over the device's raw memory and its offload pool's, and the buffers its
-// kernels asked for while it was recorded. A CUDA graph replays the addresses it was captured with,
-// so nothing it wrote to may go back to the device's shared pool, where
-// other work would be handed it between two replays.
+// over the device's raw memory and its offload pool's, which the buffers its
+// kernels take while it is recorded (their scratch) come from. A CUDA graph
+// replays the addresses it was captured with, so nothing it wrote to may go
+// back to the device's shared pool, where other work would be handed it
+// between two replays.
 //
 // While a PrivateMemoryScope is alive on a thread, every Storage on the
 // device made on that thread comes from the private pools, and goes back to
@@ -12,14 +13,11 @@
 #pragma once
 #include <cstddef>
 #include <memory>
-#include <vector>
 
 #include "kiln/runtime/allocator.h"
 #include "kiln/runtime/device.h"
 
 namespace kiln {
-
-struct Storage;
 
 class PrivateMemory {
  public:
@@ -33,16 +31,11 @@ class PrivateMemory {
   const std::shared_ptr<CachingAllocator>& pool(bool offload = false) const {
     return offload ? offload_pool_ : pool_;
   }
-  // A kernel's temporary buffer (a GEMM's workspace) of at least `bytes`:
-  // kept for the life of this memory, as the recordings read its address;
-  // the same buffer while it is large enough.
-  void* scratch(size_t bytes);
   MemoryStats stats() const { return pool_->stats(); }
 
  private:
   Device device_;
   std::shared_ptr<CachingAllocator> pool_, offload_pool_;
-  std::vector<std::shared_ptr<Storage>> scratch_;  // the last is the one in use
 };
 
 // Routes the calling thread's allocations on memory.device() to `memory`

@@ -168,15 +168,6 @@ TEST(PrivateMemory, AllocationsInAScopeComeFromItsPool) {
   EXPECT_EQ(mine.stats().allocated, 0) << "freed after the scope, back to the private pool";
 }
 
-TEST(PrivateMemory, ScratchKeepsEveryBufferARecordingMayHaveRead) {
-  PrivateMemory mine(kCPU);
-  void* a = mine.scratch(1000);
-  EXPECT_EQ(mine.scratch(1500), a) << "large enough: the same buffer";
-  void* b = mine.scratch(100000);
-  EXPECT_NE(b, a);
-  EXPECT_GE(mine.stats().allocated, 150000 + 1500) << "the first buffer is kept";
-}
-
 TEST(PrivateMemory, ScopesDoNotNest) {
   PrivateMemory a(kCPU), b(kCPU);
   PrivateMemoryScope outer(a);

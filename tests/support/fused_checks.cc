@@ -176,6 +176,12 @@ std::vector<Tensor> lce_inputs(const LceCase& c, DType dt, uint64_t seed, DType 
           from_vector(t, {c.rows}).to(target_dtype)};
 }
 
+std::vector<Tensor> lce_backward_inputs(const LceCase& c, DType dt, uint64_t seed) {
+  std::vector<Tensor> in = lce_inputs(c, dt, seed);
+  for (int i = 0; i < 3; ++i) in.push_back(ones({c.rows}));
+  return in;
+}
+
 ir::Attrs lce_attrs(const LceCase& c) {
   return {{"ignore_index", c.ignore_index}, {"reduction", c.reduction}};
 }

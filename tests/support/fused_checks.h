@@ -89,6 +89,8 @@ struct LceCase {
 // h, w and the targets, on the CPU.
 std::vector<Tensor> lce_inputs(const LceCase& c, DType dt, uint64_t seed,
                                DType target_dtype = DType::i64);
+// The backward's inputs: lce_inputs, then lse, dsoft and dtarget (f32 ones).
+std::vector<Tensor> lce_backward_inputs(const LceCase& c, DType dt, uint64_t seed);
 ir::Attrs lce_attrs(const LceCase& c);
 // Reductions, ignored rows and vocabularies over one to three CPU tiles.
 const std::vector<LceCase>& lce_cases();

@@ -9,6 +9,7 @@
 #include <map>
 #include <utility>
 #include <memory>
+#include <optional>
 
 #include "kiln/backend/cuda/check.h"
 #include "kiln/backend/cuda/cublaslt.h"
@@ -173,13 +174,14 @@ void matmul_kernel(const KernelArgs& args) {
   // strided slice of columns) are copied, dense, into the scratch buffer
   // ahead of the workspace; transposed views and any batch strides are not.
   const bool copy_a = !gemm_layout_ok(a), copy_b = !gemm_layout_ok(b);
+  std::optional<Scratch> held;
   char* copies = nullptr;
   size_t copied = 0;
   if (copy_a || copy_b) {
     const size_t bytes_a = copy_a ? round_up(size_t(a.numel()) * size) : 0;
     const size_t bytes_b = copy_b ? round_up(size_t(b.numel()) * size) : 0;
     copied = bytes_a + bytes_b;
-    copies = static_cast<char*>(scratch(copied + kMaxWorkspace));
+    copies = held.emplace(copied + kMaxWorkspace).as();
     for (auto [t, at] : {std::pair{&a, copy_a ? copies : nullptr},
                          std::pair{&b, copy_b ? copies + bytes_a : nullptr}}) {
       if (!at) continue;
@@ -195,7 +197,7 @@ void matmul_kernel(const KernelArgs& args) {
     return;
   }
   const Prepared& g = prepared(p);
-  void* workspace = !g.workspace ? nullptr : copies ? copies + copied : scratch(g.workspace);
+  void* workspace = !g.workspace ? nullptr : copies ? copies + copied : held.emplace(g.workspace).data();
   auto at = [size](void* base, int64_t offset) { return static_cast<char*>(base) + offset * int64_t(size); };
   for (const GemmLaunch& l : plan.launches)
     launch(g, p.dtype, at(a.data, l.a), at(b.data, l.b), at(c.data, l.c), false, workspace);

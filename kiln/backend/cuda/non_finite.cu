@@ -25,7 +25,8 @@ NonFinite find_non_finite(const TensorRef& t) {
   if (t.numel() == 0) return {};
   cudaStream_t s = current_stream();
   // first[0]: the first NaN, first[1]: the first infinity; all ones if none.
-  auto* first = static_cast<unsigned long long*>(scratch(2 * sizeof(unsigned long long)));
+  const Scratch scratch(2 * sizeof(unsigned long long));
+  auto* first = scratch.as<unsigned long long>();
   KILN_CUDA_CHECK(cudaMemsetAsync(first, 0xff, 2 * sizeof(unsigned long long), s));
   switch (t.dtype) {
     case DType::f32: launch<uint32_t, 0x7f800000u, 0x007fffffu>(t, first); break;

@@ -3,8 +3,8 @@
 // GPU (the whole [tokens, vocab] logits), loss and gradients, over the CPU
 // suite's cases, vocabularies of several GPU tiles and a token count that
 // narrows the tiles; against the CPU kernel; the same bits on every run;
-// a bad target as an error; and the memory the logits take and the kernel
-// does not.
+// a bad target as an error; the memory the logits take and the kernel
+// does not; and the scratch it declares for the expected peak memory.
 #include <gtest/gtest.h>
 
 #include "kiln/base/error.h"
@@ -12,6 +12,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
 #include "tests/backend/cuda/fused_on_gpu.h"
+#include "tests/support/kernel_scratch.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -94,6 +95,23 @@ TEST(LinearCrossEntropyCuda, NeverHoldsTheLogits) {
   EXPECT_LT(fused_peak, logits) << "fused peak " << fused_peak;
   EXPECT_GT(composite_peak - fused_peak, logits)
       << "composite peak " << composite_peak << ", fused " << fused_peak;
+}
+
+TEST(LinearCrossEntropyCuda, DeclaresTheScratchItTakes) {
+  // One GPU tile and several; f32 (dh accumulates in place) and bf16 (G and
+  // an f32 dh of their own).
+  for (const LceCase& c : {lce_cases()[4], kGpuTiles[0]}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const std::string label = describe(c, dt);
+      expect_declared(scratch_of("linear_cross_entropy", on_device(lce_inputs(c, dt, 5), kCuda0),
+                                 lce_attrs(c)),
+                      label);
+      expect_declared(scratch_of("linear_cross_entropy_backward",
+                                 on_device(lce_backward_inputs(c, dt, 5), kCuda0),
+                                 {{"ignore_index", c.ignore_index}}),
+                      label + " backward");
+    }
+  }
 }
 
 }  // namespace

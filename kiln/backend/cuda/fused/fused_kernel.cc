@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -75,8 +76,9 @@ class FusedKernel {
     for (const TensorRef* r : b.results)
       KILN_CHECK(r->contiguous(), "CUDA fused kernel: a reduction's result must be contiguous");
     Call call = make_call(plan_, launch_, b, constants_, natural);
+    std::optional<Scratch> partials;
     if (call.partial_bytes > 0)
-      call.args[call.partials_word] = reinterpret_cast<uint64_t>(scratch(call.partial_bytes));
+      call.args[call.partials_word] = reinterpret_cast<uint64_t>(partials.emplace(call.partial_bytes).data());
     const Kernels k = kernels(current_device(), b.space, call.variant);
     cudaStream_t stream = current_stream();
     for (size_t i = 0; i < call.grids.size(); ++i) {  // the main kernel, then the combine

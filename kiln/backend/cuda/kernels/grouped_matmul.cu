@@ -11,19 +11,26 @@ namespace {
 
 using namespace grouped;
 
-// Plans the groups of `sizes` over `rows` rows into scratch.
-Groups plan(const KernelArgs& a, const TensorRef& sizes, long long rows, IndexOp op) {
+// The groups of `sizes` over `rows` rows, planned on the device into the
+// scratch held here.
+struct Planned {
+  Scratch scratch;
+  Groups groups;
+};
+
+Planned plan(const KernelArgs& a, const TensorRef& sizes, long long rows, IndexOp op) {
   KILN_CHECK(sizes.dtype == DType::i32 || sizes.dtype == DType::i64, a.op.name,
              " (CUDA): group_sizes must be i32 or i64, got ", dtype_name(sizes.dtype));
   const long long experts = sizes.shape[0];
   KILN_CHECK(experts <= kMaxExperts, a.op.name, " (CUDA): ", experts, " experts; at most ",
              kMaxExperts, " are supported");
-  long long* buf = static_cast<long long*>(scratch(size_t(2 * (experts + 1)) * sizeof(long long)));
+  Scratch scratch(size_t(2 * (experts + 1)) * sizeof(long long));
+  long long* buf = scratch.as<long long>();
   Groups g{buf, buf + experts + 1, experts};
   plan_groups_k<<<1, 1, 0, current_stream()>>>(Sizes{sizes.data, sizes.dtype == DType::i64}, g,
                                                rows, index_fault_slot(), int(op));
   KILN_CUDA_CHECK_LAUNCH();
-  return g;
+  return {std::move(scratch), g};
 }
 
 // The grid's second dimension holds the column tiles, at most 65535 of them.
@@ -40,7 +47,8 @@ void grouped(const KernelArgs& a) {
     const TensorRef &x = a.in[0], &w = a.in[1], &out = a.out[0];
     const bool tw = a.attrs.b("transpose_w");
     const long long rows = x.shape[0], k = x.shape[1], n = out.shape[1];
-    const Groups g = plan(a, a.in[2], rows, IndexOp::grouped_matmul);
+    const Planned planned = plan(a, a.in[2], rows, IndexOp::grouped_matmul);
+    const Groups& g = planned.groups;
     // Each group adds at most one partial row tile.
     const long long row_tiles = (rows + kTile - 1) / kTile + g.experts;
     if (n > 0 && row_tiles > 0) {
@@ -58,7 +66,8 @@ void weight_grad(const KernelArgs& a) {
     using T = decltype(tag);
     const TensorRef &ar = a.in[0], &br = a.in[1], &out = a.out[0];
     const long long rows = ar.shape[0], P = ar.shape[1], Q = br.shape[1], E = out.shape[0];
-    const Groups g = plan(a, a.in[2], rows, IndexOp::grouped_matmul_weight_grad);
+    const Planned planned = plan(a, a.in[2], rows, IndexOp::grouped_matmul_weight_grad);
+    const Groups& g = planned.groups;
     if (E == 0 || P == 0 || Q == 0) return;
     dim3 grid(unsigned(E * ((P + kTile - 1) / kTile)),
               column_tiles(Q, "grouped_matmul_weight_grad"));

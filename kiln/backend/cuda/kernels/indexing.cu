@@ -112,7 +112,8 @@ void index_add_kernel(const KernelArgs& a) {
   KILN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       nullptr, temp, (const unsigned long long*)nullptr, (unsigned long long*)nullptr,
       (const long long*)nullptr, (long long*)nullptr, int(m), 0, bits, stream));
-  char* base = static_cast<char*>(scratch(4 * keys + aligned(temp)));
+  const Scratch scratch(4 * keys + aligned(temp));
+  char* base = scratch.as();
   auto* keys_in = reinterpret_cast<unsigned long long*>(base);
   auto* keys_out = reinterpret_cast<unsigned long long*>(base + keys);
   auto* order_in = reinterpret_cast<long long*>(base + 2 * keys);

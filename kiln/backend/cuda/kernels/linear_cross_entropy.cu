@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "kiln/backend/cuda/dense_gemm.h"
 #include "kiln/backend/cuda/kernels/linear_cross_entropy.cuh"
@@ -43,31 +45,52 @@ unsigned row_blocks(long long rows) { return unsigned((rows + kRowsPerBlock - 1)
 // The shapes and the vocabulary tile both passes share.
 struct Shapes {
   long long rows, dim, vocab, tile;
-  explicit Shapes(const KernelArgs& a)
-      : rows(a.in[0].shape[0]), dim(a.in[0].shape[1]), vocab(a.in[1].shape[0]) {
+  Shapes(long long rows, long long dim, long long vocab) : rows(rows), dim(dim), vocab(vocab) {
     const long long fit = kBlockBytes / (std::max(rows, 1LL) * 4);
     tile = std::min({vocab, kMaxTile, std::max(256LL, fit / 128 * 128)});
   }
+  template <class Operands>  // KernelArgs or PrepareArgs
+  explicit Shapes(const Operands& a) : Shapes(a.in[0].shape[0], a.in[0].shape[1], a.in[1].shape[0]) {}
 };
 
-// Carves one scratch request into aligned pieces.
+// The scratch pieces each pass carves, in order: the forward's logits
+// block, its four row vectors and the GEMMs' workspace; the backward's
+// logits block, G and dh where they are not stored in place, and the
+// workspace.
+template <class T, class C>
+std::vector<size_t> forward_pieces(const Shapes& s) {
+  const size_t row = size_t(s.rows) * sizeof(C);
+  return {size_t(s.rows * s.tile) * sizeof(C), row, row, row, row, size_t(s.dim ? kGemmWorkspace : 0)};
+}
+template <class T, class C>
+std::vector<size_t> backward_pieces(const Shapes& s) {
+  if (s.rows == 0 || s.dim == 0 || s.vocab == 0) return {};  // no products
+  constexpr bool direct = std::is_same_v<T, C>;  // dh accumulates in the output
+  return {size_t(s.rows * s.tile) * sizeof(C), direct ? 0 : size_t(s.rows * s.tile) * sizeof(T),
+          direct ? 0 : size_t(s.rows * s.dim) * sizeof(C), size_t(kGemmWorkspace)};
+}
+
+size_t aligned(size_t b) { return (b + 255) / 256 * 256; }
+
+size_t carved_bytes(const std::vector<size_t>& pieces) {
+  size_t total = 0;
+  for (size_t b : pieces) total += aligned(b);
+  return total;
+}
+
+// One scratch block, carved into the aligned pieces in order.
 class Carver {
  public:
-  explicit Carver(const std::initializer_list<size_t>& bytes) {
-    size_t total = 0;
-    for (size_t b : bytes) total += round(b);
-    base_ = static_cast<char*>(scratch(total));
-  }
+  explicit Carver(const std::vector<size_t>& pieces) : scratch_(carved_bytes(pieces)) {}
   template <class X>
   X* take(size_t count) {
-    X* p = reinterpret_cast<X*>(base_ + at_);
-    at_ += round(count * sizeof(X));
+    X* p = reinterpret_cast<X*>(scratch_.as() + at_);
+    at_ += aligned(count * sizeof(X));
     return p;
   }
 
  private:
-  static size_t round(size_t b) { return (b + 255) / 256 * 256; }
-  char* base_;
+  Scratch scratch_;
   size_t at_ = 0;
 };
 
@@ -89,8 +112,7 @@ void forward(const KernelArgs& a) {
     const Targets targets = targets_of(a, s.vocab);
     const std::string& reduction = a.attrs.s("reduction");
     C* lse = a.out[1].ptr<C>();
-    Carver carve({size_t(s.rows * s.tile) * sizeof(C), size_t(s.rows) * sizeof(C) * 4,
-                  size_t(s.dim ? kGemmWorkspace : 0)});
+    Carver carve(forward_pieces<T, C>(s));
     C* logits = carve.take<C>(size_t(s.rows * s.tile));
     C *m = carve.take<C>(size_t(s.rows)), *l = carve.take<C>(size_t(s.rows));
     C *picked = carve.take<C>(size_t(s.rows)), *row_loss = carve.take<C>(size_t(s.rows));
@@ -134,8 +156,7 @@ void backward(const KernelArgs& a) {
     }
     // dh accumulates over tiles in C: in the output itself when it is C.
     constexpr bool direct = std::is_same_v<T, C>;
-    Carver carve({size_t(s.rows * s.tile) * sizeof(C), direct ? 0 : size_t(s.rows * s.tile) * sizeof(T),
-                  direct ? 0 : size_t(s.rows * s.dim) * sizeof(C), size_t(kGemmWorkspace)});
+    Carver carve(backward_pieces<T, C>(s));
     C* logits = carve.take<C>(size_t(s.rows * s.tile));
     T* g = direct ? reinterpret_cast<T*>(logits) : carve.take<T>(size_t(s.rows * s.tile));
     C* dh = direct ? reinterpret_cast<C*>(dh_out) : carve.take<C>(size_t(s.rows * s.dim));
@@ -157,9 +178,24 @@ void backward(const KernelArgs& a) {
   });
 }
 
+// Kernel::scratch_bytes: the block each pass carves.
+int64_t scratch_bytes(const PrepareArgs& a) {
+  int64_t bytes = 0;
+  visit_floating_storage(a.in[0].dtype, a.op.name.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    const Shapes s(a);
+    const bool backward = a.op.name == "linear_cross_entropy_backward";
+    bytes = int64_t(carved_bytes(backward ? backward_pieces<T, compute_t<T>>(s)
+                                          : forward_pieces<T, compute_t<T>>(s)));
+  });
+  return bytes;
+}
+
 const KernelRegistrar registrations[] = {
-    {DeviceKind::cuda, "linear_cross_entropy", {forward, false}},
-    {DeviceKind::cuda, "linear_cross_entropy_backward", {backward, false}},
+    {DeviceKind::cuda, "linear_cross_entropy",
+     {.fn = forward, .strided_inputs = false, .scratch_bytes = scratch_bytes}},
+    {DeviceKind::cuda, "linear_cross_entropy_backward",
+     {.fn = backward, .strided_inputs = false, .scratch_bytes = scratch_bytes}},
 };
 
 }  // namespace

@@ -27,7 +27,8 @@ void rms_norm_backward_kernel(const KernelArgs& a) {
     const long long d = a.in[1].shape[0], rows = d ? a.in[0].numel() / d : 0;
     const long long chunks = (rows + kChunk - 1) / kChunk;
     const T *x = a.in[0].ptr<const T>(), *w = a.in[1].ptr<const T>(), *g = a.in[2].ptr<const T>();
-    C* inv = static_cast<C*>(scratch(size_t(rows + chunks * d + 1) * sizeof(C)));
+    const Scratch scratch(size_t(rows + chunks * d) * sizeof(C));
+    C* inv = scratch.as<C>();
     C* partial = inv + rows;
     if (rows > 0) {
       rms_norm_dx_k<T><<<row_blocks(rows), 32 * kRowsPerBlock, 0, current_stream()>>>(

@@ -15,15 +15,16 @@ RopeDims dims_of(const KernelArgs& a) {
   return {x[0], x[1], x[2], x[3], x[3] / 2, a.in[1].rank() == 3};
 }
 
-// The cos and sin tables (inputs 1 and 2) in the compute type, at the front
-// of `tables` table-sized arrays of scratch (the rest are the caller's).
+// Scratch for `tables` table-sized arrays of C, the cos and sin tables
+// (inputs 1 and 2) in the compute type at its front; the rest are the
+// caller's.
 template <class C>
-C* tables_in_scratch(const KernelArgs& a, int tables) {
+Scratch tables_in_scratch(const KernelArgs& a, int tables) {
   const long long table = a.in[1].numel();
-  C* cos = static_cast<C*>(scratch(size_t(tables * table + 1) * sizeof(C)));
-  to_compute(a.in[1], cos, a.op.name);
-  to_compute(a.in[2], cos + table, a.op.name);
-  return cos;
+  Scratch scratch(size_t(tables * table) * sizeof(C));
+  to_compute(a.in[1], scratch.as<C>(), a.op.name);
+  to_compute(a.in[2], scratch.as<C>() + table, a.op.name);
+  return scratch;
 }
 
 void rope_kernel(const KernelArgs& a) {
@@ -31,7 +32,8 @@ void rope_kernel(const KernelArgs& a) {
     using T = decltype(tag);
     using C = compute_t<T>;
     const RopeDims r = dims_of(a);
-    C* cos = tables_in_scratch<C>(a, 2);
+    const Scratch tables = tables_in_scratch<C>(a, 2);
+    C* cos = tables.as<C>();
     C* sin = cos + a.in[1].numel();
     launch_n(rope_k<T, C>, a.in[0].numel(), a.in[0].ptr<const T>(), cos, sin, a.out[0].ptr<T>(), r);
   });
@@ -43,7 +45,8 @@ void rope_backward_kernel(const KernelArgs& a) {
     using C = compute_t<T>;
     const RopeDims r = dims_of(a);
     const long long table = a.in[1].numel();
-    C* cos = tables_in_scratch<C>(a, 4);
+    const Scratch tables = tables_in_scratch<C>(a, 4);
+    C* cos = tables.as<C>();
     C *sin = cos + table, *dcos = sin + table, *dsin = dcos + table;
     const T *x = a.in[0].ptr<const T>(), *g = a.in[3].ptr<const T>();
     launch_n(rope_dx_k<T, C>, a.in[0].numel(), g, cos, sin, a.out[0].ptr<T>(), r);
