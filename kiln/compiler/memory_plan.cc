@@ -172,6 +172,18 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
   }
   Arena device, offload;
   auto arena_of = [&](ir::ValueId v) -> Arena& { return plan.offloaded[v] ? offload : device; };
+  auto buffer = [&](int64_t bytes) { return options.buffer_bytes ? options.buffer_bytes(bytes) : aligned(bytes); };
+  int64_t live = 0, offload_live = 0;  // in buffers of their own
+  auto live_of = [&](ir::ValueId v) -> int64_t& { return plan.offloaded[v] ? offload_live : live; };
+  std::vector<int64_t> released_at(size_t(n), 0);  // bytes of given-up inputs read last by node i
+  for (int in : options.released_inputs) {
+    KILN_CHECK(in >= 0 && in < int(g.inputs().size()), "memory plan: released input ", in,
+               " is out of range: the graph has ", g.inputs().size(), " inputs");
+    const ir::ValueId x = g.inputs()[size_t(in)];
+    if (plan.bytes[x] == 0 || (last_use[x] < 0 && !returned[x])) continue;  // never read: gone at once
+    live += buffer(plan.bytes[x]);
+    if (!returned[x]) released_at[size_t(last_use[x])] += buffer(plan.bytes[x]);
+  }
   std::vector<std::vector<ir::ValueId>> dies_at(n);
   for (int i = 0; i < n; ++i) {
     for (size_t k = 0; k < nodes[i].outputs.size(); ++k) {
@@ -186,16 +198,25 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
       int64_t size = aligned(plan.bytes[v]);
       if (!plan.offloaded[v]) plan.naive_bytes += size;
       plan.offsets[v] = size ? arena_of(v).allocate(size) : 0;
+      if (size) live_of(v) += buffer(plan.bytes[v]);
       if (!returned[v] && size) dies_at[std::max(i, last_use[v])].push_back(v);
     }
     // The kernel's scratch lives beside the node's inputs and outputs.
+    int64_t scratch = 0;
     if (!options.node_scratch.empty() && options.node_scratch[size_t(i)] > 0) {
-      const int64_t scratch = aligned(options.node_scratch[size_t(i)]);
+      scratch = aligned(options.node_scratch[size_t(i)]);
       device.release(device.allocate(scratch), scratch);
+      scratch = buffer(options.node_scratch[size_t(i)]);
     }
+    plan.live_peak_bytes = std::max(plan.live_peak_bytes, live + scratch);
+    plan.offload_live_peak_bytes = std::max(plan.offload_live_peak_bytes, offload_live);
     // After the node ran, its inputs read for the last time (and its unread
     // outputs) are free for later nodes.
-    for (ir::ValueId v : dies_at[i]) arena_of(v).release(plan.offsets[v], aligned(plan.bytes[v]));
+    for (ir::ValueId v : dies_at[i]) {
+      arena_of(v).release(plan.offsets[v], aligned(plan.bytes[v]));
+      live_of(v) -= buffer(plan.bytes[v]);
+    }
+    live -= released_at[size_t(i)];
   }
   plan.peak_bytes = device.size();
   plan.offload_peak_bytes = offload.size();

@@ -17,6 +17,14 @@ struct PlanOptions {
   // while it runs (runtime's kernel_scratch_bytes), planned as a value
   // that lives for that node alone. Empty: none.
   std::vector<int64_t> node_scratch;
+  // Estimates only: the bytes a buffer of its own takes for a value of
+  // `bytes` (an allocator's size class), for the live peaks. Null: the
+  // bytes aligned to kAlignment.
+  int64_t (*buffer_bytes)(int64_t bytes) = nullptr;
+  // Estimates only: the graph inputs (by index) the caller gives up to the
+  // program, which the live peaks count from the start to their last read
+  // (to the end when returned); other inputs are not counted.
+  std::vector<int> released_inputs;
 };
 
 struct MemoryPlan {
@@ -42,6 +50,11 @@ struct MemoryPlan {
   int64_t peak_bytes = 0;   // the device arena's size
   int64_t naive_bytes = 0;  // every device arena value in a buffer of its own (aligned sizes)
   int64_t offload_peak_bytes = 0;  // the offload arena's size
+  // The most bytes live at once in the device's and the offload pool when
+  // each value (and each node's scratch) has a buffer of its own, as in
+  // eager mode: no arena's packing (PlanOptions::buffer_bytes), and the
+  // inputs the caller gives up (PlanOptions::released_inputs) counted.
+  int64_t live_peak_bytes = 0, offload_live_peak_bytes = 0;
 
   bool in_arena(ir::ValueId v) const { return offsets.at(v) >= 0; }
   // The offset of `v` in its arena; a value outside both is a kiln::Error.

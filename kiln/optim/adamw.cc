@@ -1,6 +1,7 @@
 #include "kiln/optim/adamw.h"
 
 #include <cmath>
+#include <utility>
 
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
@@ -74,8 +75,8 @@ AdamWScalars AdamW::scalars(int64_t step, double lr, Device device) const {
   return s;
 }
 
-AdamWUpdate AdamW::update(const std::vector<Tensor>& params, std::vector<Tensor> grads,
-                          const AdamWState& state, const AdamWScalars& scalars) const {
+AdamWUpdate AdamW::update(std::vector<Tensor> params, std::vector<Tensor> grads, AdamWState state,
+                          const AdamWScalars& scalars) const {
   size_t n = groups_.group.size();
   KILN_CHECK(params.size() == n && grads.size() == n && state.m.size() == n && state.v.size() == n,
              "AdamW: built for ", n, " parameters, given ", params.size(), " parameters, ",
@@ -88,35 +89,40 @@ AdamWUpdate AdamW::update(const std::vector<Tensor>& params, std::vector<Tensor>
   AdamWUpdate out;
   out.state.step = state.step + 1;
   for (size_t i = 0; i < n; ++i) {
-    const Tensor& p = params[i];
     KILN_CHECK(grads[i].defined(), "AdamW: parameter ", i, " has no gradient");
-    KILN_CHECK(grads[i].shape() == p.shape(), "AdamW: gradient ", i, " has shape ",
-               grads[i].shape(), " but its parameter ", p.shape());
-    DType sd = state_dtype(p.dtype());
+    KILN_CHECK(grads[i].shape() == params[i].shape(), "AdamW: gradient ", i, " has shape ",
+               grads[i].shape(), " but its parameter ", params[i].shape());
+    const DType pd = params[i].dtype(), sd = state_dtype(pd);
     auto cast = [&](const Tensor& t) { return t.dtype() == sd ? t : t.to(sd); };
-    Tensor g = cast(grads[i]), p32 = cast(p);
-    grads[i] = Tensor();  // eager: a gradient given up goes once its update is issued
     int group = groups_.group[i];
     Tensor decay = cast(scalars.decay[size_t(group)]);
     Tensor step_size = cast(scalars.step_size[size_t(group)]);
     Tensor bc2_sqrt = cast(scalars.bias_correction2_sqrt);
     // torch: p.mul_(1 - lr wd); m.lerp_(g, 1 - b1); v.mul_(b2).addcmul_(g, g, 1 - b2);
     // p.addcdiv_(m, v.sqrt() / bc2_sqrt + eps, -lr / bc1).
-    Tensor m = state.m[i] + (g - state.m[i]) * (1 - b1);
-    Tensor v = state.v[i] * b2 + (g * (1 - b2)) * g;
-    Tensor denom = sqrt(v) / bc2_sqrt + options_.eps;
-    Tensor updated = p32 * decay - (step_size * m) / denom;
-    out.params.push_back(updated.dtype() == p.dtype() ? updated : updated.to(p.dtype()));
+    // Eager: each tensor given up is dropped once its last read is issued,
+    // so it goes then, as a program's memory plan frees it.
+    Tensor g = cast(std::exchange(grads[i], Tensor()));
+    Tensor m_old = std::exchange(state.m[i], Tensor());
+    Tensor m = m_old + (g - m_old) * (1 - b1);
+    m_old = Tensor();
+    Tensor v_old = std::exchange(state.v[i], Tensor());
+    Tensor v = v_old * b2 + (g * (1 - b2)) * g;
+    v_old = Tensor(), g = Tensor();
+    Tensor step = (step_size * m) / (sqrt(v) / bc2_sqrt + options_.eps);
+    Tensor updated = cast(std::exchange(params[i], Tensor())) * decay - step;
+    step = Tensor();
+    out.params.push_back(updated.dtype() == pd ? updated : updated.to(pd));
     out.state.m.push_back(m);
     out.state.v.push_back(v);
   }
   return out;
 }
 
-AdamWUpdate AdamW::update(const std::vector<Tensor>& params, std::vector<Tensor> grads,
-                          const AdamWState& state, double lr) const {
-  return update(params, std::move(grads), state,
-                scalars(state.step + 1, lr, params.empty() ? kCPU : params[0].device()));
+AdamWUpdate AdamW::update(std::vector<Tensor> params, std::vector<Tensor> grads, AdamWState state,
+                          double lr) const {
+  const AdamWScalars s = scalars(state.step + 1, lr, params.empty() ? kCPU : params[0].device());
+  return update(std::move(params), std::move(grads), std::move(state), s);
 }
 
 NamedTensors adamw_state_tensors(const AdamWState& state, const std::vector<std::string>& names,

@@ -85,14 +85,15 @@ class AdamW {
   AdamWScalars scalars(int64_t step, double lr, Device device = kCPU) const;
   // One update with precomputed scalars (traceable: tensors in, tensors out;
   // the state's step is carried through + 1). Parameters keep their dtype:
-  // the update is computed in f32 and rounded back. Gradients moved in
-  // are dropped one by one as their updates are issued, so in eager mode
-  // each is freed then, as a program's memory plan frees it.
-  AdamWUpdate update(const std::vector<Tensor>& params, std::vector<Tensor> grads,
-                     const AdamWState& state, const AdamWScalars& scalars) const;
+  // the update is computed in f32 and rounded back. Parameters, gradients
+  // and moments moved in are dropped one by one as their updates are
+  // issued, so in eager mode each is freed then, as a program's memory plan
+  // frees it, and the old and the new state are never held whole together.
+  AdamWUpdate update(std::vector<Tensor> params, std::vector<Tensor> grads, AdamWState state,
+                     const AdamWScalars& scalars) const;
   // update() with scalars(state.step + 1, lr).
-  AdamWUpdate update(const std::vector<Tensor>& params, std::vector<Tensor> grads,
-                     const AdamWState& state, double lr) const;
+  AdamWUpdate update(std::vector<Tensor> params, std::vector<Tensor> grads, AdamWState state,
+                     double lr) const;
 
  private:
   AdamWOptions options_;

@@ -44,26 +44,23 @@ void RunSetup::build(bool load_initial_weights) {
   tp = TensorParallelPlan(*mesh, mc, all_names);
   ep = ExpertParallelPlan(*mesh, mc, all_names,
                           {c.parallelism.expert_dispatcher, c.parallelism.expert_capacity_factor});
-  // The model the steps run; its parameters are replaced by the (cast)
-  // masters in every step, so a bf16 copy starts as zeros.
+  // The model the steps run, in the compute dtype.
   if (policy.param_dtype == DType::f32) {
     model = std::move(f32_model);
-    model->set_parameters(all);
   } else {
     model = std::make_unique<CausalLM>(mc, policy.param_dtype);
     if (lora.rank > 0) add_lora(*model, lora, lora_rng);
   }
   tp.apply(*model);
   ep.apply(*model);
-  // The steps and evaluations supply a compute-dtype model's parameters (its
-  // scopes): between them it holds stand-ins of the right types and no
-  // memory (a zero, expanded), not a second copy of the model.
-  if (policy.param_dtype != DType::f32) {
-    std::vector<Tensor> stand_ins;
-    for (const Tensor& p : model->parameters())
-      stand_ins.push_back(zeros({}, p.dtype(), p.device()).expand(p.shape()));
-    model->set_parameters(stand_ins);
-  }
+  // The steps and evaluations supply its parameters (their scopes): between
+  // them it holds stand-ins of the right types and no memory (a zero,
+  // expanded), not a second copy of the weights, nor the masters, which
+  // the step gives up as it updates them.
+  std::vector<Tensor> stand_ins;
+  for (const Tensor& p : model->parameters())
+    stand_ins.push_back(zeros({}, p.dtype(), device).expand(p.shape()));
+  model->set_parameters(stand_ins);
   if (lora.rank == 0) {
     names = std::move(all_names), shapes = std::move(all_shapes);
     dist = std::make_shared<const ParamDistribution>(mesh, shapes, tp, ep);

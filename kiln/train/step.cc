@@ -64,14 +64,16 @@ TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
   compiled_.emplace([this](const std::vector<Tensor>& args) { return step_function(args); }, co);
 }
 
-std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) const {
+std::vector<Tensor> TrainStep::step_function(std::vector<Tensor> args) const {
   const size_t np = step_adamw().groups().group.size(), ng = adamw_.groups().groups.size();
   const size_t width = batch_width(options_);
   const auto begin = args.begin();
-  std::vector<Tensor> masters(begin, begin + long(np));
+  // Moved out of the arguments: the update drops each as it is issued.
+  std::vector<Tensor> masters(std::make_move_iterator(begin), std::make_move_iterator(begin + long(np)));
   optim::AdamWState state;
-  state.m.assign(begin + long(np), begin + long(2 * np));
-  state.v.assign(begin + long(2 * np), begin + long(3 * np));
+  state.m.assign(std::make_move_iterator(begin + long(np)), std::make_move_iterator(begin + long(2 * np)));
+  state.v.assign(std::make_move_iterator(begin + long(2 * np)),
+                 std::make_move_iterator(begin + long(3 * np)));
   optim::AdamWScalars scalars;
   size_t next = 3 * np;
   scalars.bias_correction2_sqrt = args[next++];
@@ -135,7 +137,8 @@ std::vector<Tensor> TrainStep::step_function(const std::vector<Tensor>& args) co
   optim::ClipResult clip = stacking_
                                ? optim::clip_to_norm(std::move(grads), stacked_norm, options_.max_norm)
                                : dist_->clip(std::move(grads), options_.max_norm);
-  optim::AdamWUpdate u = step_adamw().update(masters, std::move(clip.grads), state, scalars);
+  optim::AdamWUpdate u =
+      step_adamw().update(std::move(masters), std::move(clip.grads), std::move(state), scalars);
   results.push_back(clip.norm);
   for (const auto* list : {&u.params, &u.state.m, &u.state.v})
     results.insert(results.end(), list->begin(), list->end());
@@ -247,12 +250,22 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     e.computed = block(plan.peak_bytes) + block(most_scratch);
     e.offloaded = block(plan.offload_peak_bytes);
   } else {
-    // Values are taken one by one as the nodes run, a kernel's scratch with them.
+    // Values are taken one by one as the nodes run, each a block of the
+    // allocator's, a kernel's scratch with them. The step gives the
+    // masters, m and v up, each going after its update: the live peak
+    // counts them until then, and what is not theirs is computed here.
     compiler::PlanOptions planning;
     planning.node_scratch = scratch;
+    planning.buffer_bytes = [](int64_t bytes) { return int64_t(CachingAllocator::round_size(size_t(bytes))); };
+    int64_t released = 0;
+    for (int i = 0; i < int(3 * np); ++i) {
+      planning.released_inputs.push_back(i);
+      const int64_t bytes = args[size_t(i)].shape.numel() * int64_t(itemsize(args[size_t(i)].dtype));
+      if (bytes > 0) released += planning.buffer_bytes(bytes);
+    }
     compiler::MemoryPlan plan = compiler::plan_memory(g, {}, planning);
-    e.computed = plan.peak_bytes;
-    e.offloaded = plan.offload_peak_bytes;
+    e.computed = plan.live_peak_bytes - released;
+    e.offloaded = plan.offload_live_peak_bytes;
   }
   return e;
 }
@@ -268,10 +281,12 @@ StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state
                           const std::vector<data::Batch>& batches, double lr) {
   const size_t np = step_adamw().groups().group.size();
   std::vector<Tensor> args = per_param_args(masters, state, batches, lr);
-  // Donated buffers are rewritten by the program: drop every other handle first.
+  // The step takes the masters, m and v over (the program rewrites their
+  // buffers; op by op, each goes once its update is issued): drop every
+  // other handle first.
   masters.clear(), state.m.clear(), state.v.clear();
   args = to_step_layout(std::move(args));
-  std::vector<Tensor> out = compiled_ ? (*compiled_)(args) : step_function(args);
+  std::vector<Tensor> out = compiled_ ? (*compiled_)(args) : step_function(std::move(args));
   args.clear();
 
   const size_t mbs = size_t(options_.microbatches);

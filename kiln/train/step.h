@@ -123,7 +123,7 @@ class TrainStep {
   const Executable* program() const;
 
  private:
-  std::vector<Tensor> step_function(const std::vector<Tensor>& args) const;
+  std::vector<Tensor> step_function(std::vector<Tensor> args) const;
   // The step function's arguments are per_param_args with the masters, m
   // and v in the step's layout (stacked under scan_layers on one process).
   std::vector<Tensor> per_param_args(const std::vector<Tensor>& masters,

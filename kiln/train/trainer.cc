@@ -621,8 +621,6 @@ TrainResult Run::go() {
     m.grad_norm = r.grad_norm;
     m.targets = r.targets;
     if (!r.expert_tokens.empty()) m.moe = expert_load(r.expert_tokens, r.dropped_tokens);
-    if (s_.policy.param_dtype == DType::f32 && !s_.dist->sharded())
-      s_.model->set_parameters(s_.model_masters());  // drop the old copy
     window_seconds += seconds_since(t0);
     window_tokens += tokens_per_step;
     result.last_step = step;

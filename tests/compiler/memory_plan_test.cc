@@ -78,6 +78,31 @@ TEST(MemoryPlan, NodeScratchLivesForItsNodeAlone) {
   EXPECT_THROW(plan_memory(g, {}, options), Error);
 }
 
+// Without an arena (eager mode), each value has a buffer of its own: the
+// live peak is the most bytes live at once, below an arena that a hole too
+// small for the next value made grow, and counted in the allocator's sizes.
+TEST(MemoryPlan, TheLivePeakIsTheMostBytesLiveAtOnce) {
+  ir::Graph g = ir_graph(R"(
+    graph(%0: f32[256], %1: f32[512], %2: f32[384]) {
+      %3: f32[256] = exp(%0)
+      %4: f32[512] = exp(%1)
+      %5: f32[256] = neg(%3)
+      %6: f32[384] = exp(%2)
+      return %4, %5, %6
+    }
+  )");
+  MemoryPlan plan = plan_memory(g, {});
+  check_plan(g, plan);
+  EXPECT_EQ(plan.peak_bytes, 1024 + 2048 + 1024 + 1536) << "%6 does not fit where %3 was";
+  EXPECT_EQ(plan.live_peak_bytes, 2048 + 1024 + 1536);
+  PlanOptions options;
+  options.buffer_bytes = [](int64_t bytes) { return (bytes + 4095) / 4096 * 4096; };
+  options.node_scratch = {0, 0, 0, 100};  // beside %6
+  plan = plan_memory(g, {}, options);
+  EXPECT_EQ(plan.live_peak_bytes, 4 * 4096);
+  EXPECT_EQ(plan.offload_live_peak_bytes, 0);
+}
+
 // An offloaded value lives in the offload arena from its offload to its
 // reload; the device arena holds neither it nor the space it would take.
 TEST(MemoryPlan, OffloadedValuesHaveAnArenaOfTheirOwn) {
@@ -97,8 +122,10 @@ TEST(MemoryPlan, OffloadedValuesHaveAnArenaOfTheirOwn) {
   EXPECT_TRUE(plan.offloaded[2]);
   for (ir::ValueId v : {1, 3, 4, 5, 6}) EXPECT_FALSE(plan.offloaded[v]) << "%" << v;
   EXPECT_EQ(plan.offload_peak_bytes, 4096);
+  EXPECT_EQ(plan.offload_live_peak_bytes, 4096);
   // %1 dies at its offload, so %3 and %4 reuse its space: two buffers at a time.
   EXPECT_EQ(plan.peak_bytes, 3 * 4096);
+  EXPECT_EQ(plan.live_peak_bytes, 3 * 4096);
   EXPECT_EQ(plan.naive_bytes, 5 * 4096);
 }
 

@@ -15,6 +15,8 @@
 #include "kiln/optim/clip.h"
 #include "kiln/optim/mixed_precision.h"
 #include "kiln/optim/schedule.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/context.h"
 #include "tests/support/support.h"
 
 namespace kiln::optim {
@@ -85,6 +87,30 @@ TEST(AdamW, StateRoundTripAndErrors) {
   EXPECT_THROW(opt.update(params, {ones({2, 2})}, out.state, 1e-3), Error);
   EXPECT_THROW(opt.update(params, {ones({2, 3}), ones({3})}, out.state, 1e-3), Error);
   EXPECT_THROW(opt.scalars(0, 1e-3), Error);
+}
+
+// Moved in, the parameters, gradients and moments go one by one as their
+// updates are issued: the old and the new state are never held whole
+// together (here in program order: eager debug mode).
+TEST(AdamW, GivenUpStateGoesAsTheUpdateRuns) {
+  EagerModeGuard debug(EagerMode::debug);
+  const int n = 8;
+  const int64_t mib = 1 << 20;
+  AdamW opt({}, n);
+  std::vector<Tensor> params, grads;
+  for (int i = 0; i < n; ++i) {
+    params.push_back(full({mib / 4}, 1.0));  // 1 MiB of f32 each
+    grads.push_back(full({mib / 4}, 0.5));
+  }
+  AdamWState state = opt.init(params);
+  const AdamWScalars scalars = opt.scalars(1, 1e-3);
+  synchronize();
+  const int64_t before = memory_stats().allocated;  // p, g, m and v: 4n MiB
+  reset_peak_memory();
+  AdamWUpdate out = opt.update(std::move(params), std::move(grads), std::move(state), scalars);
+  synchronize();
+  EXPECT_EQ(memory_stats().allocated, before - n * mib) << "the new p, m and v alone";
+  EXPECT_LE(memory_stats().peak_allocated, before + 4 * mib) << "one parameter's temporaries at a time";
 }
 
 TEST(AdamW, TraceableUpdate) {
