@@ -100,17 +100,28 @@ AdamWUpdate AdamW::update(std::vector<Tensor> params, std::vector<Tensor> grads,
     Tensor bc2_sqrt = cast(scalars.bias_correction2_sqrt);
     // torch: p.mul_(1 - lr wd); m.lerp_(g, 1 - b1); v.mul_(b2).addcmul_(g, g, 1 - b2);
     // p.addcdiv_(m, v.sqrt() / bc2_sqrt + eps, -lr / bc1).
-    // Eager: each tensor given up is dropped once its last read is issued,
-    // so it goes then, as a program's memory plan frees it.
+    // One op per statement: in eager mode every tensor, given up or
+    // intermediate, is dropped once its last read is issued, so it goes
+    // then, as a program's memory plan frees it (C++ would keep an
+    // expression's temporaries to its end).
     Tensor g = cast(std::exchange(grads[i], Tensor()));
     Tensor m_old = std::exchange(state.m[i], Tensor());
-    Tensor m = m_old + (g - m_old) * (1 - b1);
+    Tensor m = g - m_old;  // m_old + (g - m_old) (1 - b1)
+    m = m * (1 - b1);
+    m = m_old + m;
     m_old = Tensor();
-    Tensor v_old = std::exchange(state.v[i], Tensor());
-    Tensor v = v_old * b2 + (g * (1 - b2)) * g;
-    v_old = Tensor(), g = Tensor();
-    Tensor step = (step_size * m) / (sqrt(v) / bc2_sqrt + options_.eps);
-    Tensor updated = cast(std::exchange(params[i], Tensor())) * decay - step;
+    Tensor v = g * (1 - b2);  // v_old b2 + (g (1 - b2)) g
+    v = v * g;
+    g = Tensor();
+    Tensor decayed = std::exchange(state.v[i], Tensor()) * b2;
+    v = decayed + v;
+    decayed = Tensor();
+    Tensor step = sqrt(v);  // (step_size m) / (sqrt(v) / bc2_sqrt + eps)
+    step = step / bc2_sqrt;
+    step = step + options_.eps;
+    step = (step_size * m) / step;
+    Tensor updated = cast(std::exchange(params[i], Tensor())) * decay;  // p decay - step
+    updated = updated - step;
     step = Tensor();
     out.params.push_back(updated.dtype() == pd ? updated : updated.to(pd));
     out.state.m.push_back(m);
