@@ -202,13 +202,9 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
       if (!returned[v] && size) dies_at[std::max(i, last_use[v])].push_back(v);
     }
     // The kernel's scratch lives beside the node's inputs and outputs.
-    int64_t scratch = 0;
-    if (!options.node_scratch.empty() && options.node_scratch[size_t(i)] > 0) {
-      scratch = aligned(options.node_scratch[size_t(i)]);
-      device.release(device.allocate(scratch), scratch);
-      scratch = buffer(options.node_scratch[size_t(i)]);
-    }
-    plan.live_peak_bytes = std::max(plan.live_peak_bytes, live + scratch);
+    const int64_t scratch = options.node_scratch.empty() ? 0 : options.node_scratch[size_t(i)];
+    if (scratch > 0) device.release(device.allocate(aligned(scratch)), aligned(scratch));
+    plan.live_peak_bytes = std::max(plan.live_peak_bytes, live + (scratch > 0 ? buffer(scratch) : 0));
     plan.offload_live_peak_bytes = std::max(plan.offload_live_peak_bytes, offload_live);
     // After the node ran, its inputs read for the last time (and its unread
     // outputs) are free for later nodes.

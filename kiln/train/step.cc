@@ -30,6 +30,9 @@ namespace {
 // dropped assignments (summed over the microbatches and the dp ranks).
 size_t batch_width(const StepOptions& o) { return o.document_mask ? 4 : 2; }
 
+// The bytes a buffer of `bytes` takes: a block in the allocator's size class.
+int64_t block(int64_t bytes) { return bytes > 0 ? int64_t(CachingAllocator::round_size(size_t(bytes))) : 0; }
+
 }  // namespace
 
 TrainStep::TrainStep(CausalLM& model, optim::MixedPrecisionPolicy policy,
@@ -226,13 +229,12 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
   const size_t np = step_adamw().groups().group.size();
   std::vector<ir::TypeInfo> args = step_arg_types(masters, state, batches);
   const size_t first_frozen = args.size() - (frozen_ ? frozen_->shards.size() : 0);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const int64_t bytes = args[i].shape.numel() * int64_t(itemsize(args[i].dtype));
-    (i < np || i >= first_frozen ? e.params : i < 3 * np ? e.optimizer_state : e.batch) += bytes;
-  }
+  std::vector<int64_t> arg_bytes;
+  for (const ir::TypeInfo& t : args) arg_bytes.push_back(t.shape.numel() * int64_t(itemsize(t.dtype)));
+  for (size_t i = 0; i < args.size(); ++i)
+    (i < np || i >= first_frozen ? e.params : i < 3 * np ? e.optimizer_state : e.batch) += arg_bytes[i];
   // The step differentiates the masters (not the frozen parameters).
-  for (size_t i = 0; i < np; ++i)
-    e.gradients += args[i].shape.numel() * int64_t(itemsize(args[i].dtype));
+  for (size_t i = 0; i < np; ++i) e.gradients += arg_bytes[i];
   const std::vector<int64_t> scratch = kernel_scratch_bytes(g, masters[0].device());
   if (options_.rung == Rung::graph_trainer) {
     // The program writes the updates into the donated buffers of masters, m
@@ -241,9 +243,6 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     // kernel's scratch beside it.
     std::vector<std::pair<int, int>> donated;
     for (int i = 0; i < int(3 * np); ++i) donated.push_back({i, int(options_.microbatches) + 1 + i});
-    auto block = [](int64_t bytes) {
-      return bytes > 0 ? int64_t(CachingAllocator::round_size(size_t(bytes))) : 0;
-    };
     int64_t most_scratch = 0;
     for (int64_t b : scratch) most_scratch = std::max(most_scratch, b);
     compiler::MemoryPlan plan = compiler::plan_memory(g, donated);
@@ -256,12 +255,11 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     // counts them until then, and what is not theirs is computed here.
     compiler::PlanOptions planning;
     planning.node_scratch = scratch;
-    planning.buffer_bytes = [](int64_t bytes) { return int64_t(CachingAllocator::round_size(size_t(bytes))); };
+    planning.buffer_bytes = block;
     int64_t released = 0;
     for (int i = 0; i < int(3 * np); ++i) {
       planning.released_inputs.push_back(i);
-      const int64_t bytes = args[size_t(i)].shape.numel() * int64_t(itemsize(args[size_t(i)].dtype));
-      if (bytes > 0) released += planning.buffer_bytes(bytes);
+      released += block(arg_bytes[size_t(i)]);
     }
     compiler::MemoryPlan plan = compiler::plan_memory(g, {}, planning);
     e.computed = plan.live_peak_bytes - released;
