@@ -197,8 +197,7 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
 
 bool CompiledFunction::safe_call() const { return options_.spmd_safe || spmd_safe(); }
 
-std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args,
-                                                 const std::string& static_key) {
+std::vector<Tensor> CompiledFunction::operator()(std::vector<Tensor> args, const std::string& static_key) {
   for (const Tensor& a : args) KILN_CHECK(a.defined(), options_.name, ": an argument is undefined");
   // Inside another trace the function simply becomes part of that graph.
   if (dynamic_cast<TraceContext*>(&current_context())) return fn_(args);
@@ -206,11 +205,12 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   Entry& e = entry_for(args, sig);
   last_ = entries_.at(sig);
   std::vector<Tensor> inputs = e.rec->captured;
-  for (size_t i = 0; i < e.num_args; ++i) inputs[i] = args[i];
+  for (size_t i = 0; i < e.num_args; ++i) inputs[i] = std::move(args[i]);
+  args.clear();
   if (const Built* b = e.ready(/*wait=*/false)) return b->run(inputs, options_.replay);
   // Still compiling: the traced graph op by op, which computes the same bits.
   EagerModeGuard strict(EagerMode::strict);
-  return run_graph(e.rec->graph, inputs, options_.name + " (eager while its program compiles)");
+  return run_graph(e.rec->graph, std::move(inputs), options_.name + " (eager while its program compiles)");
 }
 
 }  // namespace kiln

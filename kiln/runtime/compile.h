@@ -53,7 +53,9 @@ class CompiledFunction {
  public:
   CompiledFunction(TensorFn fn, CompileOptions options);
   // `static_key` distinguishes calls whose non-tensor arguments differ.
-  std::vector<Tensor> operator()(const std::vector<Tensor>& args, const std::string& static_key = "");
+  // Arguments moved in are given up as the call goes: while the program
+  // builds in the background, each at its last read in the eager run.
+  std::vector<Tensor> operator()(std::vector<Tensor> args, const std::string& static_key = "");
 
   size_t num_signatures() const { return entries_.size(); }
   // The program compiled for the most recent signature (an error when it

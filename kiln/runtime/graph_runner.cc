@@ -97,7 +97,7 @@ void finish_started_work(const std::vector<Tensor>& env) {
 }
 
 // run_graph, and with `regions` run_graph_compiling_regions.
-std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, const std::string& label,
+std::vector<Tensor> run(const ir::Graph& g, std::vector<Tensor> inputs, const std::string& label,
                         const ProgramOptions* regions) {
   KILN_CHECK(inputs.size() == g.inputs().size(), label, ": graph takes ", g.inputs().size(),
              " inputs, got ", inputs.size());
@@ -111,7 +111,9 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
   // Nodes without inputs (constants, arange) make their values where the inputs are.
   const Device device = inputs.empty() ? kCPU : inputs[0].device();
   std::vector<Tensor> env(g.values().size());
-  for (size_t i = 0; i < inputs.size(); ++i) env[size_t(g.inputs()[i])] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (last_use[size_t(g.inputs()[i])] >= 0) env[size_t(g.inputs()[i])] = std::move(inputs[i]);
+  inputs.clear();  // unread ones go now
   auto release_inputs_of = [&](size_t first, size_t last) {
     for (size_t i = first; i < last; ++i)
       for (ir::ValueId v : nodes[i].inputs)
@@ -162,15 +164,15 @@ std::vector<Tensor> run(const ir::Graph& g, std::span<const Tensor> inputs, cons
 
 }  // namespace
 
-std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> inputs,
+std::vector<Tensor> run_graph(const ir::Graph& g, std::vector<Tensor> inputs,
                               const std::string& label) {
-  return run(g, inputs, label, nullptr);
+  return run(g, std::move(inputs), label, nullptr);
 }
 
-std::vector<Tensor> run_graph_compiling_regions(const ir::Graph& g, std::span<const Tensor> inputs,
+std::vector<Tensor> run_graph_compiling_regions(const ir::Graph& g, std::vector<Tensor> inputs,
                                                 const std::string& label,
                                                 const ProgramOptions& options) {
-  return run(g, inputs, label, &options);
+  return run(g, std::move(inputs), label, &options);
 }
 
 }  // namespace kiln

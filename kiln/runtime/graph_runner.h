@@ -10,7 +10,6 @@
 // do collectives unless the caller is SPMD-safe (spmd.h): a region's
 // program then stops before a collective and resumes after it.
 #pragma once
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,7 +38,7 @@ RegionSegment extract_segment(const ir::Graph& g, size_t begin, size_t end);
 // which without `spmd_safe` hold no collective.
 std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool spmd_safe);
 
-std::vector<Tensor> run_graph_compiling_regions(const ir::Graph& g, std::span<const Tensor> inputs,
+std::vector<Tensor> run_graph_compiling_regions(const ir::Graph& g, std::vector<Tensor> inputs,
                                                 const std::string& label,
                                                 const ProgramOptions& options);
 

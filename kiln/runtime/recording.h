@@ -60,9 +60,10 @@ class TraceContext : public Context {
 };
 
 // Runs every node of `g` through the current context, feeding `inputs` to
-// the graph inputs; frees each value after its last use. `label` names the
-// graph in error messages (with the node's position).
-std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> inputs,
+// the graph inputs; frees each value after its last use, inputs included
+// (a caller that moves them in gives them up as the run goes). `label` names
+// the graph in error messages (with the node's position).
+std::vector<Tensor> run_graph(const ir::Graph& g, std::vector<Tensor> inputs,
                               const std::string& label);
 
 }  // namespace kiln

@@ -284,8 +284,7 @@ StepResult TrainStep::run(std::vector<Tensor>& masters, optim::AdamWState& state
   // other handle first.
   masters.clear(), state.m.clear(), state.v.clear();
   args = to_step_layout(std::move(args));
-  std::vector<Tensor> out = compiled_ ? (*compiled_)(args) : step_function(std::move(args));
-  args.clear();
+  std::vector<Tensor> out = compiled_ ? (*compiled_)(std::move(args)) : step_function(std::move(args));
 
   const size_t mbs = size_t(options_.microbatches);
   StepResult r;
