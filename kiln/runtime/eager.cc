@@ -92,7 +92,12 @@ class EagerContext final : public Context {
     // The buffers the task keeps: its inputs', then its outputs'.
     std::vector<std::shared_ptr<Storage>> keep = storages(args);
     int64_t held = distinct_bytes(keep);
-    for (const ir::TypeInfo& t : out_types) held += t.shape.numel() * int64_t(itemsize(t.dtype));
+    // A wait's result is its first input's buffer, as in a program: no
+    // buffer of its own, not even for a moment (the pool's peak would count it).
+    const bool aliased =
+        op.aliases_first_input && args[0].is_contiguous() && args[0].type() == out_types[0];
+    for (size_t k = aliased ? 1 : 0; k < out_types.size(); ++k)
+      held += out_types[k].shape.numel() * int64_t(itemsize(out_types[k].dtype));
     if (kernel->scratch_bytes) {
       std::vector<ir::TypeInfo> types;
       for (const Tensor& a : args) types.push_back(a.type());
@@ -102,11 +107,10 @@ class EagerContext final : public Context {
     queue.make_room(held);  // before the outputs are allocated
     std::vector<Tensor> outs;
     for (size_t k = 0; k < out_types.size(); ++k)
-      outs.push_back(new_tensor(out_types[k], device,
-                                ir::output_offloaded(op, attrs, k) ? Pool::offload : Pool::device));
-    // A wait's result is its first input's buffer, as in a program.
-    if (op.aliases_first_input && args[0].is_contiguous() && args[0].type() == out_types[0])
-      outs[0] = Tensor(std::make_shared<TensorImpl>(args[0].impl()));
+      outs.push_back(k == 0 && aliased ? Tensor(std::make_shared<TensorImpl>(args[0].impl()))
+                                       : new_tensor(out_types[k], device,
+                                                    ir::output_offloaded(op, attrs, k) ? Pool::offload
+                                                                                       : Pool::device));
     for (const Tensor& t : outs) keep.push_back(t.impl().storage);
 
     std::string label = describe(op);

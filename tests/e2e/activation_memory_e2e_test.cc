@@ -105,18 +105,23 @@ TEST_F(ActivationMemory, GraphTrainer) { expect_policy_works("graph", "--compile
 
 TEST_F(ActivationMemory, Eager) { expect_policy_works("eager", "--runtime.eager_mode debug"); }
 
-// The expected peak printed before step 1, in bytes (to its 0.1 MiB).
-double printed_expected_peak(const std::string& output) {
-  const size_t at = output.find("expected peak memory: ");
+// A size the run printed before step 1, right after `before`, in bytes (to
+// its 0.1 MiB).
+double printed_mib(const std::string& output, const std::string& before) {
+  const size_t at = output.find(before);
   double value = 0;
   char unit[4] = {};
   if (at == std::string::npos ||
-      std::sscanf(output.c_str() + at, "expected peak memory: %lf %3s", &value, unit) != 2 ||
+      std::sscanf(output.c_str() + at + before.size(), "%lf %3s", &value, unit) != 2 ||
       std::string(unit) != "MiB") {
-    ADD_FAILURE() << "no expected peak in MiB in:\n" << output;
+    ADD_FAILURE() << "no size in MiB after '" << before << "' in:\n" << output;
     return 0;
   }
   return value * 1048576.0;
+}
+
+double printed_expected_peak(const std::string& output) {
+  return printed_mib(output, "expected peak memory: ");
 }
 
 // The peak measured is the one printed: the memory plan's, with the
@@ -133,6 +138,20 @@ TEST_F(ActivationMemory, TheMeasuredPeakIsTheExpectedOne) {
       std::cout << rung << ", loss " << loss << ": expected peak MiB " << expected / 1048576.0
                 << ", measured " << run.peak / 1048576.0 << "\n";
     }
+}
+
+// The offload pool holds at its peak what was printed, to the printed
+// 0.1 MiB: each offloaded activation a block of its own in eager mode (one
+// op at a time), the offload arena in the graph trainer.
+TEST_F(ActivationMemory, TheOffloadPoolHoldsWhatWasPrinted) {
+  for (std::string rung : {"--runtime.eager_mode debug", "--compile.graph_trainer"}) {
+    TrainedRun run = train("offload_expected_" + std::to_string(rung.size()),
+                           rung + " --activation_checkpoint.mode offload");
+    const double printed = printed_mib(run.output, "), and ");
+    EXPECT_NEAR(double(run.offload_peak), printed, 0.05 * 1048576.0) << rung << "\n" << run.output;
+    std::cout << rung << ": offload pool MiB printed " << printed / 1048576.0 << ", measured "
+              << run.offload_peak / 1048576.0 << "\n";
+  }
 }
 
 TEST_F(ActivationMemory, OffloadPerBlockCompile) {
