@@ -54,7 +54,8 @@ nlohmann::ordered_json to_json(const train::DryRun& d) {
   j["memory_per_rank"] = {{"params", m.params},       {"optimizer_state", m.optimizer_state},
                           {"batch", m.batch},         {"computed", m.computed},
                           {"gradients", m.gradients}, {"activations", nullptr},
-                          {"offloaded", m.offloaded}, {"checkpoint_copy", d.checkpoint_copy},
+                          {"recordings", m.recordings}, {"offloaded", m.offloaded},
+                          {"checkpoint_copy", d.checkpoint_copy},
                           {"total", m.total()}};
   if (m.activations) j["memory_per_rank"]["activations"] = *m.activations;
   for (const train::ParamPlan& p : d.params)
@@ -121,7 +122,12 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
           ? cat("kept for the backward (", c.activation_checkpoint.mode, "), per microbatch")
           : "kept for the backward: inside compile.scan_layers' scan",
       m.activations);
-  row("expected peak", "parameters + optimizer state + batch + step", m.total());
+  if (m.recordings > 0)
+    row("block recordings", "buffers the replayed block programs keep", m.recordings);
+  row("expected peak",
+      m.recordings > 0 ? "parameters + optimizer + batch + step + recordings"
+                       : "parameters + optimizer state + batch + step",
+      m.total());
   if (m.offloaded > 0)
     row("offloaded activations", "in host memory (the offload pool), not above", m.offloaded);
   if (d.checkpoint_copy > 0)

@@ -38,6 +38,39 @@ void launch_all(const Executable::Impl& impl, const std::vector<TensorRef>& refs
   transfers.finish();
 }
 
+SlotLayout lay_out_slots(const ir::Graph& g, const compiler::MemoryPlan& plan) {
+  SlotLayout l;
+  l.slots.assign(g.values().size(), Slot{Slot::arena, 0});
+  for (size_t i = 0; i < g.inputs().size(); ++i) l.slots[g.inputs()[i]] = {Slot::input, int64_t(i)};
+  l.donated_input.assign(g.outputs().size(), -1);
+  for (auto [in, out] : plan.donated) l.donated_input[out] = in;
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    ir::ValueId v = g.outputs()[o];
+    l.output_value_index.push_back(int(o));
+    for (size_t p = 0; p < o; ++p)
+      if (g.outputs()[p] == v) l.output_value_index[o] = int(p);
+    if (l.slots[v].kind == Slot::input || l.output_value_index[o] != int(o)) continue;
+    l.slots[v] = {Slot::output, int64_t(o)};
+  }
+  for (size_t v = 0; v < g.values().size(); ++v) {
+    Slot& s = l.slots[v];
+    if (s.kind != Slot::arena || plan.written_in[v] >= 0) continue;
+    s.where = plan.offset_of(ir::ValueId(v));
+    if (plan.offloaded[v]) s.kind = Slot::offload_arena;
+  }
+  for (size_t v = 0; v < g.values().size(); ++v)
+    if (plan.written_in[v] >= 0) l.slots[v] = l.slots[size_t(plan.written_in[v])];
+  return l;
+}
+
+bool offloaded_value(const ir::Graph& g, ir::ValueId v) {
+  const int def = g.values()[v].node;
+  if (def < 0) return false;
+  const ir::Node& n = g.nodes()[size_t(def)];
+  const size_t k = size_t(std::find(n.outputs.begin(), n.outputs.end(), v) - n.outputs.begin());
+  return ir::output_offloaded(*n.op, n.attrs, k);
+}
+
 Executable::Executable(ir::Graph g, Device device,
                        const std::vector<std::pair<int, int>>& donations, std::string name)
     : graph_(std::move(g)),
@@ -45,31 +78,14 @@ Executable::Executable(ir::Graph g, Device device,
       name_(std::move(name)),
       impl_(std::make_shared<Impl>()),
       replays_(new_replays()) {
-  const auto& values = graph_.values();
   compiler::MemoryPlan plan = compiler::plan_memory(graph_, donations, {.outputs_in_arena = false});
-  impl_->slots.assign(values.size(), Slot{Slot::arena, 0});
-  for (size_t i = 0; i < graph_.inputs().size(); ++i)
-    impl_->slots[graph_.inputs()[i]] = {Slot::input, int64_t(i)};
-  impl_->donated_input.assign(graph_.outputs().size(), -1);
-  for (auto [in, out] : plan.donated) impl_->donated_input[out] = in;
-  for (size_t o = 0; o < graph_.outputs().size(); ++o) {
-    ir::ValueId v = graph_.outputs()[o];
-    impl_->output_value_index.push_back(int(o));
-    for (size_t p = 0; p < o; ++p)
-      if (graph_.outputs()[p] == v) impl_->output_value_index[o] = int(p);
-    if (impl_->slots[v].kind == Slot::input || impl_->output_value_index[o] != int(o)) continue;
-    impl_->slots[v] = {Slot::output, int64_t(o)};
-    if (impl_->donated_input[o] < 0)
+  static_cast<SlotLayout&>(*impl_) = lay_out_slots(graph_, plan);
+  for (size_t o = 0; o < graph_.outputs().size(); ++o) {  // what new_outputs allocates
+    const ir::ValueId v = graph_.outputs()[o];
+    if (impl_->slots[v].kind != Slot::input && impl_->output_value_index[o] == int(o) &&
+        impl_->donated_input[o] < 0)
       stats_.output_bytes += graph_.type(v).shape.numel() * int64_t(itemsize(graph_.type(v).dtype));
   }
-  for (size_t v = 0; v < values.size(); ++v) {
-    Slot& s = impl_->slots[v];
-    if (s.kind != Slot::arena || plan.written_in[v] >= 0) continue;
-    s.where = plan.offset_of(ir::ValueId(v));
-    if (plan.offloaded[v]) s.kind = Slot::offload_arena;
-  }
-  for (size_t v = 0; v < values.size(); ++v)
-    if (plan.written_in[v] >= 0) impl_->slots[v] = impl_->slots[size_t(plan.written_in[v])];
 
   for (const ir::Node& n : graph_.nodes()) {
     // A reshape whose result the plan put in its input's buffer: nothing to run.
@@ -132,13 +148,7 @@ std::vector<Tensor> Executable::new_outputs(const std::vector<Tensor>& args) con
       auto impl = std::make_shared<TensorImpl>(in.impl());
       outs[o] = Tensor(std::move(impl));
     } else {
-      const int def = graph_.values()[v].node;
-      bool offloaded = false;
-      if (def >= 0) {
-        const ir::Node& n = graph_.nodes()[size_t(def)];
-        const size_t k = size_t(std::find(n.outputs.begin(), n.outputs.end(), v) - n.outputs.begin());
-        offloaded = ir::output_offloaded(*n.op, n.attrs, k);
-      }
+      const bool offloaded = offloaded_value(graph_, v);
       auto impl = std::make_shared<TensorImpl>();
       impl->dtype = graph_.type(v).dtype;
       impl->shape = graph_.type(v).shape;

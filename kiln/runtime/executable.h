@@ -99,6 +99,16 @@ struct ReplayTotals {
 };
 ReplayTotals replay_totals();
 
+// What the recordings of a program built from `program` (lowered and
+// optimized, as get_executable builds it) keep while it lives under
+// compile.replay, for an estimate before it is built: its arenas, its copies
+// of the small inputs and its own outputs, each a block of the allocator's.
+struct ReplayBufferBytes {
+  int64_t device = 0, offload = 0;  // in the device's pool and its offload pool
+};
+ReplayBufferBytes replay_buffer_bytes(const ir::Graph& program,
+                                      const std::vector<std::pair<int, int>>& donations);
+
 // Rewrites `g` for `device`: every op without a kernel there is replaced by
 // its composite (recursively). Errors name the op that can run nowhere.
 ir::Graph prepare_for_device(const ir::Graph& g, Device device);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/compiler/memory_plan.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/executable.h"
 
@@ -42,11 +43,26 @@ struct Arenas {
   }
 };
 
-struct Executable::Impl {
-  std::vector<Step> steps;
+// Where a program's values live, from its memory plan: what a built
+// program runs over, and what a replay estimate reads before any is built.
+struct SlotLayout {
   std::vector<Slot> slots;               // per value id
   std::vector<int> output_value_index;   // per graph output: its first position (deduplicated)
   std::vector<int> donated_input;        // per graph output: the input whose buffer it takes, or -1
+};
+SlotLayout lay_out_slots(const ir::Graph& g, const compiler::MemoryPlan& plan);
+
+// Whether output `o` of `g` gets a buffer of its own each run (not an
+// input's, not a repeat of an earlier output, not a donated input's).
+inline bool own_output(const SlotLayout& l, const ir::Graph& g, size_t o) {
+  return l.slots[size_t(g.outputs()[o])].kind == Slot::output &&
+         l.output_value_index[o] == int(o) && l.donated_input[o] < 0;
+}
+// Whether a graph's value is made in the offload pool (OpDef::offloaded_output).
+bool offloaded_value(const ir::Graph& g, ir::ValueId v);
+
+struct Executable::Impl : SlotLayout {
+  std::vector<Step> steps;
 };
 
 // Every kernel launch of the program, in order, over the resolved buffers;

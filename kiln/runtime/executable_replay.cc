@@ -1,10 +1,12 @@
 // Executable's replayed runs (executable.h): recordings per set of input
 // addresses, over buffers every recording of the program shares.
+#include <algorithm>
 #include <map>
 #include <mutex>
 
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
+#include "kiln/runtime/allocator.h"
 #include "kiln/runtime/executable_impl.h"
 #include "kiln/runtime/private_memory.h"
 
@@ -21,6 +23,16 @@ struct Recorded {
 struct Copy {
   TensorRef dst, src;
 };
+
+int64_t bytes_of(const ir::Graph& g, ir::ValueId v) {
+  return g.type(v).shape.numel() * int64_t(itemsize(g.type(v).dtype));
+}
+
+// Inputs a recording copies into buffers of its own: the small ones not
+// donated (larger ones pick the recording by their address).
+bool copied_input(const ir::Graph& g, size_t i, bool donated) {
+  return !donated && bytes_of(g, g.inputs()[i]) <= Executable::kCopiedInputBytes;
+}
 
 // The recordings of a program and the buffers they all share (their runs
 // follow one another on the queue). Queued runs hold it too, so a program
@@ -68,6 +80,29 @@ void refuse(ReplayStats& stats, const std::string& program, std::string why) {
 
 }  // namespace
 
+ReplayBufferBytes replay_buffer_bytes(const ir::Graph& program,
+                                      const std::vector<std::pair<int, int>>& donations) {
+  const compiler::MemoryPlan plan =
+      compiler::plan_memory(program, donations, {.outputs_in_arena = false});
+  const SlotLayout layout = lay_out_slots(program, plan);
+  auto block = [&](ir::ValueId v) {
+    return int64_t(CachingAllocator::round_size(size_t(bytes_of(program, v))));
+  };
+  ReplayBufferBytes r;
+  r.device = int64_t(CachingAllocator::round_size(size_t(std::max<int64_t>(plan.peak_bytes, 1))));
+  if (plan.offload_peak_bytes > 0)
+    r.offload = int64_t(CachingAllocator::round_size(size_t(plan.offload_peak_bytes)));
+  std::vector<bool> donated(program.inputs().size(), false);
+  for (auto [in, out] : plan.donated) donated[size_t(in)] = true;
+  for (size_t i = 0; i < program.inputs().size(); ++i)
+    if (copied_input(program, i, donated[i])) r.device += block(program.inputs()[i]);
+  for (size_t o = 0; o < program.outputs().size(); ++o) {
+    const ir::ValueId v = program.outputs()[o];
+    if (own_output(layout, program, o)) (offloaded_value(program, v) ? r.offload : r.device) += block(v);
+  }
+  return r;
+}
+
 ReplayTotals replay_totals() {
   std::lock_guard lock(totals_mu);
   return totals();
@@ -109,17 +144,15 @@ bool Executable::enqueue_replay(const std::vector<Tensor>& args, const std::vect
     std::vector<bool> donated(inputs.size(), false);
     for (auto [in, out] : stats_.donated) donated[size_t(in)] = true;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const ir::TypeInfo& t = graph_.type(inputs[i]);
-      const int64_t bytes = t.shape.numel() * int64_t(itemsize(t.dtype));
-      made->inputs.push_back(donated[i] || bytes > kCopiedInputBytes
-                                 ? nullptr
-                                 : std::make_shared<Storage>(device_, size_t(bytes)));
+      const size_t bytes = size_t(bytes_of(graph_, inputs[i]));
+      made->inputs.push_back(copied_input(graph_, i, donated[i]) ? std::make_shared<Storage>(device_, bytes)
+                                                                 : nullptr);
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
-      const bool own = impl_->slots[outputs[o]].kind == Slot::output &&
-                       impl_->output_value_index[o] == int(o) && impl_->donated_input[o] < 0;
       const Storage& out = *outs[o].impl().storage;
-      made->outputs.push_back(own ? std::make_shared<Storage>(device_, out.nbytes, out.pool) : nullptr);
+      made->outputs.push_back(own_output(*impl_, graph_, o)
+                                  ? std::make_shared<Storage>(device_, out.nbytes, out.pool)
+                                  : nullptr);
     }
     made->memory = std::make_unique<PrivateMemory>(device_);
     r.recordings = std::move(made);

@@ -4,8 +4,11 @@
 #include <climits>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "kiln/base/error.h"
+#include "kiln/compiler/pipeline.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/dispatch.h"
@@ -74,6 +77,22 @@ std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool 
     i = end;
   }
   return ranges;
+}
+
+ReplayBufferBytes region_replay_buffer_bytes(const ir::Graph& g, Device device,
+                                             const ProgramOptions& options, bool spmd_safe) {
+  ReplayBufferBytes total;
+  std::set<std::string> seen;
+  for (auto [begin, end] : region_programs(g, spmd_safe)) {
+    const RegionSegment seg = extract_segment(g, begin, end);
+    const std::string key = ir::to_string(program_fingerprint(seg.graph, device, options));
+    if (!seen.insert(key).second) continue;
+    const ir::Graph program = compiler::optimize(prepare_for_device(seg.graph, device), options.passes);
+    const ReplayBufferBytes r = replay_buffer_bytes(program, options.donations);
+    total.device += r.device;
+    total.offload += r.offload;
+  }
+  return total;
 }
 
 namespace {

@@ -38,6 +38,13 @@ RegionSegment extract_segment(const ir::Graph& g, size_t begin, size_t end);
 // which without `spmd_safe` hold no collective.
 std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool spmd_safe);
 
+// What the programs run_graph_compiling_regions runs for `g` keep under
+// `options.replay` (replay_buffer_bytes), each distinct program once, as
+// the layers of a stack share one; `spmd_safe` as region_programs takes it.
+// Their passes run (the cost of a compile's first half); nothing is built.
+ReplayBufferBytes region_replay_buffer_bytes(const ir::Graph& g, Device device,
+                                             const ProgramOptions& options, bool spmd_safe);
+
 std::vector<Tensor> run_graph_compiling_regions(const ir::Graph& g, std::vector<Tensor> inputs,
                                                 const std::string& label,
                                                 const ProgramOptions& options);

@@ -22,10 +22,6 @@ std::string options_text(const ProgramOptions& o) {
   return s;
 }
 
-ir::Fingerprint program_fingerprint(const ir::Graph& g, Device device, const ProgramOptions& options) {
-  return ir::fingerprint(g, {to_string(device), options_text(options)});
-}
-
 // L1 for programs holds ready Executables, not just their IR, under L1's
 // bound: each weighs its optimized IR's size. An Executable that leaves it
 // lives on while a caller holds it, and its queued runs need it no longer
@@ -42,6 +38,11 @@ ReadyPrograms& ready_programs() {
 }
 
 }  // namespace
+
+ir::Fingerprint program_fingerprint(const ir::Graph& g, Device device,
+                                    const ProgramOptions& options) {
+  return ir::fingerprint(g, {to_string(device), options_text(options)});
+}
 
 compiler::PassOptions default_pass_options() {
   compiler::PassOptions o;

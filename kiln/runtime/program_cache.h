@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/compiler/pipeline.h"
+#include "kiln/ir/fingerprint.h"
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executable.h"
 
@@ -24,6 +25,10 @@ struct ProgramOptions {
   // Callers run the program replayed (executable.h); not part of the key.
   bool replay = false;
 };
+
+// The key get_executable finds the program for `g` under.
+ir::Fingerprint program_fingerprint(const ir::Graph& g, Device device,
+                                    const ProgramOptions& options);
 
 // The Executable for `g` on `device`, compiled on a miss.
 std::shared_ptr<const Executable> get_executable(const ir::Graph& g, Device device,

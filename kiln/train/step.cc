@@ -15,7 +15,9 @@
 #include "kiln/optim/clip.h"
 #include "kiln/runtime/allocator.h"
 #include "kiln/runtime/executable.h"
+#include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/recording.h"
+#include "kiln/runtime/spmd.h"
 
 namespace kiln::train {
 namespace {
@@ -32,6 +34,11 @@ size_t batch_width(const StepOptions& o) { return o.document_mask ? 4 : 2; }
 
 // The bytes a buffer of `bytes` takes: a block in the allocator's size class.
 int64_t block(int64_t bytes) { return bytes > 0 ? int64_t(CachingAllocator::round_size(size_t(bytes))) : 0; }
+
+// How per-block compile builds and runs each block's programs.
+ProgramOptions block_programs(const StepOptions& o) {
+  return ProgramOptions{default_pass_options(), {}, "program", o.replay};
+}
 
 }  // namespace
 
@@ -96,8 +103,7 @@ std::vector<Tensor> TrainStep::step_function(std::vector<Tensor> args) const {
   GradOptions grad_options;
   grad_options.remat = options_.remat;
   if (options_.rung == Rung::per_block_compile)
-    grad_options.compile_regions =
-        ProgramOptions{default_pass_options(), {}, "program", options_.replay};
+    grad_options.compile_regions = block_programs(options_);
   const bool doc_mask = options_.document_mask;
   auto loss_and_grads = value_and_grad(
       [&](const std::vector<Tensor>& a) {
@@ -264,6 +270,12 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     compiler::MemoryPlan plan = compiler::plan_memory(g, {}, planning);
     e.computed = plan.live_peak_bytes - released;
     e.offloaded = plan.offload_live_peak_bytes;
+    if (options_.rung == Rung::per_block_compile && options_.replay) {
+      const ReplayBufferBytes kept =
+          region_replay_buffer_bytes(g, masters[0].device(), block_programs(options_), spmd_safe());
+      e.recordings = kept.device;
+      e.offloaded += kept.offload;
+    }
   }
   return e;
 }

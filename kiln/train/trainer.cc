@@ -377,14 +377,19 @@ StepResult Run::train_step(double lr) {
     for (int64_t a = 0; a < s_.accum; ++a) batches.push_back(loader_->next().to(device_));
   }
   if (!memory_reported_ && mesh_.lead()) {
-    MemoryEstimate e = s_.step->expected_memory(s_.masters, s_.state, batches);
+    MemoryEstimate e;
+    {
+      SpmdSafeGuard spmd(spmd_safe_step());  // as the step runs, so its block programs are counted
+      e = s_.step->expected_memory(s_.masters, s_.state, batches);
+    }
     out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs())
          << " parameters, optimizer state and batch + " << bytes_text(e.computed)
-         << " computed in the step; activation_checkpoint.mode = " << c_.activation_checkpoint.mode
-         << ")";
+         << " computed in the step";
+    if (e.recordings > 0)
+      out_ << " + " << bytes_text(e.recordings)
+           << " kept by the block programs' recordings (compile.replay)";
+    out_ << "; activation_checkpoint.mode = " << c_.activation_checkpoint.mode << ")";
     if (e.offloaded > 0) out_ << ", and " << bytes_text(e.offloaded) << " of offloaded activations in host memory";
-    if (c_.compile.replay && c_.compile.enable && !c_.compile.graph_trainer)
-      out_ << "; not counted: the buffers each block program's recordings keep (compile.replay)";
     if (saves_in_background(c_))
       out_ << ", and " << bytes_text(s_.checkpoint_shard_bytes())
            << " of host memory for the background checkpoint copy";

@@ -126,10 +126,13 @@ double printed_expected_peak(const std::string& output) {
 
 // The peak measured is the one printed: the memory plan's, with the
 // kernels' scratch (the fused loss's logits tiles) and the graph trainer's
-// arena in the allocator's size class. Strict eager runs ahead of the device
-// queue, whose tasks hold their buffers until they run, by a bounded amount.
+// arena in the allocator's size class, and under per-block compile with
+// compile.replay the buffers the block programs' recordings keep. Strict
+// eager runs ahead of the device queue, whose tasks hold their buffers until
+// they run, by a bounded amount.
 TEST_F(ActivationMemory, TheMeasuredPeakIsTheExpectedOne) {
-  for (std::string rung : {"--runtime.eager_mode strict", "--compile.graph_trainer"})
+  for (std::string rung : {"--runtime.eager_mode strict", "--compile.graph_trainer",
+                           "--compile.enable --compile.graph_trainer=false --compile.replay"})
     for (std::string loss : {"composite", "fused_ce"}) {
       TrainedRun run = train("expected_" + std::to_string(rung.size()) + "_" + loss,
                              rung + " --override loss=" + loss + " --activation_checkpoint.mode none");

@@ -73,9 +73,25 @@ TEST(DryRun, EveryRecipeStarts) {
     EXPECT_GE(mem(j, "computed"), mem(j, "gradients"));
     EXPECT_GT(mem(j, "activations"), 0);
     EXPECT_GE(mem(j, "computed"), mem(j, "activations"));
-    EXPECT_EQ(mem(j, "total"),
-              mem(j, "params") + mem(j, "optimizer_state") + mem(j, "batch") + mem(j, "computed"));
+    EXPECT_EQ(mem(j, "total"), mem(j, "params") + mem(j, "optimizer_state") + mem(j, "batch") +
+                                   mem(j, "computed") + mem(j, "recordings"));
   }
+}
+
+// Per-block compile under compile.replay: the block programs' recordings
+// keep buffers of their own (replay_test and activation_memory_e2e_test
+// measure them), a row of the table and a part of the total; no other rung
+// has them.
+TEST(DryRun, ReplayedBlockProgramsKeepTheirRecordings) {
+  const std::string per_block = "--config llama3_debug --compile.enable --compile.graph_trainer=false";
+  nlohmann::json plain = plan(per_block), replayed = plan(per_block + " --compile.replay");
+  EXPECT_EQ(mem(plain, "recordings"), 0);
+  EXPECT_EQ(mem(plan("--config llama3_debug --compile.graph_trainer --compile.replay"), "recordings"), 0);
+  EXPECT_GT(mem(replayed, "recordings"), 0);
+  EXPECT_EQ(mem(replayed, "computed"), mem(plain, "computed"));
+  EXPECT_EQ(mem(replayed, "total"), mem(plain, "total") + mem(replayed, "recordings"));
+  CliRun r = run_cli("train --dry-run " + per_block + " --compile.replay");
+  EXPECT_NE(r.output.find("block recordings"), std::string::npos) << r.output;
 }
 
 TEST(DryRun, ImpliedWorldSizeIsTheDegreesProduct) {

@@ -2,8 +2,9 @@
 // whose recordings run the same launches again over the same buffers: the
 // results equal plain runs' bit for bit, small inputs are copied in at every
 // run, donated and large inputs pick their recording by address, eager work
-// between replays never lands in a recording's buffers, and what a
-// recording allocates is its own (private_memory.h).
+// between replays never lands in a recording's buffers, what a recording
+// allocates is its own (private_memory.h), and the buffers the recordings
+// keep are the ones replay_buffer_bytes estimates.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -74,6 +75,27 @@ TEST(Replay, StepsGiveThePlainRunsBits) {
   EXPECT_EQ(s.refused, "");
   EXPECT_EQ(&plain.last_executable(), &replayed.last_executable())
       << "one program from the cache, whose plain runs leave its replay counts alone";
+}
+
+// What a program's recordings keep, measured in the pool, is what
+// replay_buffer_bytes reads from its graph before any is built: its arena,
+// its copies of the batch and its own loss output (the weight is donated).
+TEST(Replay, TheRecordingsKeepTheEstimatedBuffers) {
+  CompiledFunction f = compiled_step(true);
+  // Shapes no other test uses: a program of this test's own.
+  Tensor w = random_tensor({12, 32}, DType::f32, 1);
+  const Tensor x = random_tensor({8, 32}, DType::f32, 2), y = random_tensor({8, 12}, DType::f32, 3);
+  w = f({w, x, y})[1];  // the first run runs plainly
+  synchronize();
+  const int64_t before = memory_stats().allocated;
+  w = f({w, x, y})[1];  // recorded
+  synchronize();
+  const Executable& exe = f.last_executable();
+  ASSERT_EQ(exe.replay_stats().recordings, 1);
+  const ReplayBufferBytes expected = replay_buffer_bytes(exe.graph(), exe.stats().donated);
+  EXPECT_EQ(memory_stats().allocated - before, expected.device);
+  EXPECT_GE(expected.device, 1024 + 384 + 64) << "x, y and the loss at least";
+  EXPECT_EQ(expected.offload, 0);
 }
 
 // Over 1 MiB and not donated: read where it is, so its address picks the recording.
