@@ -609,6 +609,10 @@ void finalize(TrainConfig& c) {
   KILN_CONFIG_CHECK(!compile.replay || compile.enable || compile.graph_trainer, "compile.replay",
                     "replays compiled programs; turn on --compile.enable or "
                     "--compile.graph_trainer too");
+  KILN_CONFIG_CHECK(!compile.background || compile.graph_trainer, "compile.background",
+                    "builds the graph trainer's step program while the first steps run op by "
+                    "op, so it needs --compile.graph_trainer (per-block compile builds each "
+                    "block's small programs as it reaches them)");
   KILN_CONFIG_CHECK(c.runtime.num_threads >= 0 && c.runtime.num_threads <= kMaxThreads,
                     "runtime.num_threads", "must be from 0 (all cores) to ", kMaxThreads,
                     ", got ", c.runtime.num_threads);

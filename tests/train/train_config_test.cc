@@ -183,6 +183,23 @@ TEST(TrainConfig, ReplayNeedsCompiledPrograms) {
   }
 }
 
+// A background build is the graph trainer's: no other rung would use it.
+TEST(TrainConfig, BackgroundCompileNeedsTheGraphTrainer) {
+  for (const char* rung : {"", "compile.enable"}) {
+    TrainConfig c;
+    apply_setting(c, "compile.background", "true");
+    if (*rung) apply_setting(c, rung, "true");
+    EXPECT_CONTAINS(error_of([&] { finalize(c); }),
+                    "compile.background: builds the graph trainer's step program while the first "
+                    "steps run op by op, so it needs --compile.graph_trainer");
+  }
+  TrainConfig ok;
+  apply_setting(ok, "compile.background", "true");
+  apply_setting(ok, "compile.graph_trainer", "true");
+  finalize(ok);
+  EXPECT_TRUE(ok.compile.background);
+}
+
 // model.hf_dir is checkpoint.initial_load_path's other name; chat data
 // needs a tokenizer with a chat template and a data path.
 TEST(TrainConfig, HfDirAndChatData) {
