@@ -123,7 +123,7 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
           : "kept for the backward: inside compile.scan_layers' scan",
       m.activations);
   if (m.recordings > 0)
-    row("block recordings", "buffers the replayed block programs keep", m.recordings);
+    row("recordings", "buffers the replayed programs keep (compile.replay)", m.recordings);
   row("expected peak",
       m.recordings > 0 ? "parameters + optimizer + batch + step + recordings"
                        : "parameters + optimizer state + batch + step",

@@ -160,11 +160,7 @@ CompiledFunction::Entry& CompiledFunction::entry_for(const std::vector<Tensor>& 
   }
   Device device = args.empty() ? kCPU : args[0].device();
   const ir::Graph& g = e->rec->graph;
-  std::optional<NodeRanges> ranges;  // nullopt: one program
-  if (!safe_call() && has_collective(g)) ranges = split_at_collectives(g);
-  if (options_.graph_split)
-    ranges = cut_both(ranges.value_or(NodeRanges{{0, g.nodes().size()}}),
-                      split_at_layer_groups(g, *options_.graph_split));
+  const std::optional<NodeRanges> ranges = program_segments(g, options_.graph_split, safe_call());
   auto build = [rec = e->rec, ranges, device, po] {
     auto b = std::make_shared<Built>();
     if (ranges) b->segments.emplace(rec->graph, *ranges, device, po);

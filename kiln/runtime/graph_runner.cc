@@ -4,8 +4,6 @@
 #include <climits>
 #include <memory>
 #include <optional>
-#include <set>
-#include <string>
 
 #include "kiln/base/error.h"
 #include "kiln/compiler/pipeline.h"
@@ -79,20 +77,20 @@ std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool 
   return ranges;
 }
 
+void ReplayBufferTally::add(const ir::Graph& g, Device device, const ProgramOptions& options) {
+  if (!seen_.insert(ir::to_string(program_fingerprint(g, device, options))).second) return;
+  const ir::Graph program = compiler::optimize(prepare_for_device(g, device), options.passes);
+  const ReplayBufferBytes r = replay_buffer_bytes(program, options.donations);
+  total_.device += r.device;
+  total_.offload += r.offload;
+}
+
 ReplayBufferBytes region_replay_buffer_bytes(const ir::Graph& g, Device device,
                                              const ProgramOptions& options, bool spmd_safe) {
-  ReplayBufferBytes total;
-  std::set<std::string> seen;
-  for (auto [begin, end] : region_programs(g, spmd_safe)) {
-    const RegionSegment seg = extract_segment(g, begin, end);
-    const std::string key = ir::to_string(program_fingerprint(seg.graph, device, options));
-    if (!seen.insert(key).second) continue;
-    const ir::Graph program = compiler::optimize(prepare_for_device(seg.graph, device), options.passes);
-    const ReplayBufferBytes r = replay_buffer_bytes(program, options.donations);
-    total.device += r.device;
-    total.offload += r.offload;
-  }
-  return total;
+  ReplayBufferTally tally;
+  for (auto [begin, end] : region_programs(g, spmd_safe))
+    tally.add(extract_segment(g, begin, end).graph, device, options);
+  return tally.total();
 }
 
 namespace {

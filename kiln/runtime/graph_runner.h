@@ -10,6 +10,7 @@
 // do collectives unless the caller is SPMD-safe (spmd.h): a region's
 // program then stops before a collective and resumes after it.
 #pragma once
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,10 +39,23 @@ RegionSegment extract_segment(const ir::Graph& g, size_t begin, size_t end);
 // which without `spmd_safe` hold no collective.
 std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool spmd_safe);
 
+// Adds up what the recordings of the programs get_executable builds for
+// graphs keep under replay (replay_buffer_bytes), each distinct program once,
+// as the program cache shares one. The compiler passes run (the cost of a
+// compile's first half); nothing is built.
+class ReplayBufferTally {
+ public:
+  void add(const ir::Graph& g, Device device, const ProgramOptions& options);
+  const ReplayBufferBytes& total() const { return total_; }
+
+ private:
+  std::set<std::string> seen_;  // program fingerprints
+  ReplayBufferBytes total_;
+};
+
 // What the programs run_graph_compiling_regions runs for `g` keep under
-// `options.replay` (replay_buffer_bytes), each distinct program once, as
-// the layers of a stack share one; `spmd_safe` as region_programs takes it.
-// Their passes run (the cost of a compile's first half); nothing is built.
+// `options.replay`, as the layers of a stack share one program; `spmd_safe`
+// as region_programs takes it.
 ReplayBufferBytes region_replay_buffer_bytes(const ir::Graph& g, Device device,
                                              const ProgramOptions& options, bool spmd_safe);
 

@@ -116,6 +116,54 @@ bool SegmentedProgram::cached(const ir::Graph& g, const NodeRanges& segments, De
   return true;
 }
 
+ReplayBufferBytes SegmentedProgram::replay_buffer_bytes(const ir::Graph& g, const NodeRanges& segments,
+                                                       Device device, const ProgramOptions& options) {
+  SegmentPlan p = plan_segments(g, segments, options);
+  ReplayBufferTally tally;
+  for (size_t s = 0; s < p.segs.size(); ++s) tally.add(p.segs[s].graph, device, p.options[s]);
+  return tally.total();
+}
+
+int64_t SegmentedProgram::held_between_bytes(const ir::Graph& g, const NodeRanges& segments,
+                                             const ProgramOptions& options,
+                                             int64_t (*buffer_bytes)(int64_t bytes)) {
+  SegmentPlan p = plan_segments(g, segments, options);
+  struct Passed {
+    int64_t bytes;
+    size_t made, last;  // segments
+  };
+  std::vector<Passed> passed;
+  for (size_t s = 0; s < p.segs.size(); ++s) {
+    std::vector<bool> donated(p.segs[s].outputs.size(), false);
+    for (auto [in, out] : p.options[s].donations) donated[size_t(out)] = true;
+    for (size_t k = 0; k < p.segs[s].outputs.size(); ++k) {
+      const ir::ValueId v = p.segs[s].outputs[k];
+      const ir::TypeInfo& t = g.type(v);
+      if (!donated[k])
+        passed.push_back({buffer_bytes(t.shape.numel() * int64_t(itemsize(t.dtype))), s,
+                          size_t(p.last_reader[size_t(v)])});
+    }
+  }
+  int64_t peak = 0;
+  for (size_t s = 0; s < p.segs.size(); ++s) {
+    int64_t live = 0;
+    for (const Passed& v : passed)
+      if (v.made <= s && v.last >= s) live += v.bytes;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+std::optional<NodeRanges> program_segments(const ir::Graph& g, std::optional<int64_t> graph_split,
+                                           bool spmd_safe) {
+  std::optional<NodeRanges> ranges;
+  if (!spmd_safe && has_collective(g)) ranges = split_at_collectives(g);
+  if (graph_split)
+    ranges = cut_both(ranges.value_or(NodeRanges{{0, g.nodes().size()}}),
+                      split_at_layer_groups(g, *graph_split));
+  return ranges;
+}
+
 std::vector<Tensor> SegmentedProgram::run(std::span<const Tensor> inputs, bool replay) const {
   KILN_CHECK(inputs.size() == inputs_.size(), "compiled program takes ", inputs_.size(),
              " inputs, got ", inputs.size());

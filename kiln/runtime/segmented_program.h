@@ -19,6 +19,7 @@
 // optimizer state last, so they are still updated in place.
 #pragma once
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -36,6 +37,11 @@ NodeRanges split_at_collectives(const ir::Graph& g);
 NodeRanges split_at_layer_groups(const ir::Graph& g, int64_t layers_per_group);
 // The ranges cut wherever `a` or `b` cuts (both cover the same nodes).
 NodeRanges cut_both(const NodeRanges& a, const NodeRanges& b);
+// The segments compile(fn) runs `g` as (compile.h): at its collectives
+// unless `spmd_safe`, and with `graph_split` at its layer groups too;
+// nullopt: one program.
+std::optional<NodeRanges> program_segments(const ir::Graph& g, std::optional<int64_t> graph_split,
+                                           bool spmd_safe);
 
 class SegmentedProgram {
  public:
@@ -46,6 +52,16 @@ class SegmentedProgram {
   // Whether every segment's program is ready or in a cache tier (program_cache.h).
   static bool cached(const ir::Graph& g, const NodeRanges& segments, Device device,
                      const ProgramOptions& options);
+  // What the segments' recordings keep under replay (replay_buffer_bytes),
+  // each distinct program once; runs the compiler passes, builds nothing.
+  static ReplayBufferBytes replay_buffer_bytes(const ir::Graph& g, const NodeRanges& segments,
+                                               Device device, const ProgramOptions& options);
+  // The most bytes the values passed between segments hold while one runs
+  // (its inputs and outputs among them; not g's inputs, nor what goes into
+  // a donated buffer), each a buffer of `buffer_bytes(size)`.
+  static int64_t held_between_bytes(const ir::Graph& g, const NodeRanges& segments,
+                                    const ProgramOptions& options,
+                                    int64_t (*buffer_bytes)(int64_t bytes));
 
   // `replay`: each program's run is a replayed one (executable.h).
   std::vector<Tensor> run(std::span<const Tensor> inputs, bool replay = false) const;

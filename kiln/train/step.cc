@@ -17,6 +17,7 @@
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/recording.h"
+#include "kiln/runtime/segmented_program.h"
 #include "kiln/runtime/spmd.h"
 
 namespace kiln::train {
@@ -221,18 +222,36 @@ std::vector<ir::TypeInfo> TrainStep::step_arg_types(const std::vector<Tensor>& m
 MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
                                           const optim::AdamWState& state,
                                           const std::vector<data::Batch>& batches) const {
-  ir::Graph g = prepare_for_device(graph(masters, state, batches), masters[0].device());
+  const Device device = masters[0].device();
+  ir::Graph g = prepare_for_device(graph(masters, state, batches), device);
   MemoryEstimate e;
   // Before optimization, whose fusions do not keep the model's regions.
   if (std::optional<int64_t> kept = compiler::kept_activation_bytes(g))
     e.activations = *kept / options_.microbatches;
+  // Arguments: masters, m, v (np each), then the scalars and the batches.
+  const size_t np = step_adamw().groups().group.size();
+  // The graph trainer's program writes the updates into the donated buffers
+  // of masters, m and v (arguments 0..3np-1 -> results M+1..M+3np).
+  std::vector<std::pair<int, int>> donated;
+  for (int i = 0; i < int(3 * np); ++i) donated.push_back({i, int(options_.microbatches) + 1 + i});
+  std::optional<int64_t> held_between;  // replayed segments: the values between them
   if (options_.rung == Rung::graph_trainer) {
     compiler::PassOptions passes = default_pass_options();
     passes.overlap_collectives = options_.overlap_collectives;
+    // Run as segments (a graph split, skinny collectives) and replayed, each
+    // segment's recordings keep buffers of their own; one program's
+    // recording keeps the arena counted below.
+    std::optional<NodeRanges> segments;
+    if (options_.replay) segments = program_segments(g, options_.graph_split, spmd_safe());
+    if (segments) {
+      const ProgramOptions po{passes, donated, "graph trainer step", true};
+      const ReplayBufferBytes kept = SegmentedProgram::replay_buffer_bytes(g, *segments, device, po);
+      e.recordings = kept.device;
+      e.offloaded += kept.offload;
+      held_between = SegmentedProgram::held_between_bytes(g, *segments, po, block);
+    }
     g = compiler::optimize(g, passes);
   }
-  // Arguments: masters, m, v (np each), then the scalars and the batches.
-  const size_t np = step_adamw().groups().group.size();
   std::vector<ir::TypeInfo> args = step_arg_types(masters, state, batches);
   const size_t first_frozen = args.size() - (frozen_ ? frozen_->shards.size() : 0);
   std::vector<int64_t> arg_bytes;
@@ -241,19 +260,17 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     (i < np || i >= first_frozen ? e.params : i < 3 * np ? e.optimizer_state : e.batch) += arg_bytes[i];
   // The step differentiates the masters (not the frozen parameters).
   for (size_t i = 0; i < np; ++i) e.gradients += arg_bytes[i];
-  const std::vector<int64_t> scratch = kernel_scratch_bytes(g, masters[0].device());
+  const std::vector<int64_t> scratch = kernel_scratch_bytes(g, device);
   if (options_.rung == Rung::graph_trainer) {
-    // The program writes the updates into the donated buffers of masters, m
-    // and v (arguments 0..3np-1 -> results M+1..M+3np). It takes each arena
-    // as one block, in the size class the allocator rounds it up to, and a
-    // kernel's scratch beside it.
-    std::vector<std::pair<int, int>> donated;
-    for (int i = 0; i < int(3 * np); ++i) donated.push_back({i, int(options_.microbatches) + 1 + i});
+    // The program takes each arena as one block, in the size class the
+    // allocator rounds it up to, and a kernel's scratch beside it.
     int64_t most_scratch = 0;
     for (int64_t b : scratch) most_scratch = std::max(most_scratch, b);
     compiler::MemoryPlan plan = compiler::plan_memory(g, donated);
-    e.computed = block(plan.peak_bytes) + block(most_scratch);
-    e.offloaded = block(plan.offload_peak_bytes);
+    // Replayed segments compute in their recordings' arenas, the values
+    // passed between them alone taken anew each step.
+    e.computed = held_between.value_or(block(plan.peak_bytes)) + block(most_scratch);
+    e.offloaded += block(plan.offload_peak_bytes);
   } else {
     // Values are taken one by one as the nodes run, each a block of the
     // allocator's, a kernel's scratch with them. The step gives the
@@ -272,7 +289,7 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     e.offloaded = plan.offload_live_peak_bytes;
     if (options_.rung == Rung::per_block_compile && options_.replay) {
       const ReplayBufferBytes kept =
-          region_replay_buffer_bytes(g, masters[0].device(), block_programs(options_), spmd_safe());
+          region_replay_buffer_bytes(g, device, block_programs(options_), spmd_safe());
       e.recordings = kept.device;
       e.offloaded += kept.offload;
     }

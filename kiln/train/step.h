@@ -84,8 +84,9 @@ struct MemoryEstimate {
   // Held in the offload pool (host memory, not part of total()) at its
   // peak: the activations activation_checkpoint.mode = offload moves out.
   int64_t offloaded = 0;
-  // Per-block compile under compile.replay: the buffers the block programs'
-  // recordings keep from their first replay on (replay_buffer_bytes).
+  // Under compile.replay, the buffers the recordings of per-block compile's
+  // programs, or of the graph trainer's segments (a graph split, skinny
+  // collectives), keep from their first replay on (replay_buffer_bytes).
   int64_t recordings = 0;
   int64_t inputs() const { return params + optimizer_state + batch; }
   int64_t total() const { return inputs() + computed + recordings; }

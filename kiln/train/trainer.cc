@@ -387,7 +387,7 @@ StepResult Run::train_step(double lr) {
          << " computed in the step";
     if (e.recordings > 0)
       out_ << " + " << bytes_text(e.recordings)
-           << " kept by the block programs' recordings (compile.replay)";
+           << " kept by the programs' recordings (compile.replay)";
     out_ << "; activation_checkpoint.mode = " << c_.activation_checkpoint.mode << ")";
     if (e.offloaded > 0) out_ << ", and " << bytes_text(e.offloaded) << " of offloaded activations in host memory";
     if (saves_in_background(c_))
