@@ -202,7 +202,6 @@ std::vector<Tensor> CompiledFunction::operator()(std::vector<Tensor> args, const
   last_ = entries_.at(sig);
   std::vector<Tensor> inputs = e.rec->captured;
   for (size_t i = 0; i < e.num_args; ++i) inputs[i] = std::move(args[i]);
-  args.clear();
   if (const Built* b = e.ready(/*wait=*/false)) return b->run(inputs, options_.replay);
   // Still compiling: the traced graph op by op, which computes the same bits.
   EagerModeGuard strict(EagerMode::strict);

@@ -85,9 +85,7 @@ ReplayBufferBytes replay_buffer_bytes(const ir::Graph& program,
   const compiler::MemoryPlan plan =
       compiler::plan_memory(program, donations, {.outputs_in_arena = false});
   const SlotLayout layout = lay_out_slots(program, plan);
-  auto block = [&](ir::ValueId v) {
-    return int64_t(CachingAllocator::round_size(size_t(bytes_of(program, v))));
-  };
+  auto block = [&](ir::ValueId v) { return int64_t(CachingAllocator::round_size(size_t(plan.bytes[v]))); };
   ReplayBufferBytes r;
   r.device = int64_t(CachingAllocator::round_size(size_t(std::max<int64_t>(plan.peak_bytes, 1))));
   if (plan.offload_peak_bytes > 0)

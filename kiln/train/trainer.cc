@@ -379,7 +379,7 @@ StepResult Run::train_step(double lr) {
   if (!memory_reported_ && mesh_.lead()) {
     MemoryEstimate e;
     {
-      SpmdSafeGuard spmd(spmd_safe_step());  // as the step runs, so its block programs are counted
+      SpmdSafeGuard spmd(spmd_safe_step());  // as the step runs: it counts the programs run
       e = s_.step->expected_memory(s_.masters, s_.state, batches);
     }
     out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs())
