@@ -117,6 +117,13 @@ void CachingAllocator::reset_peak() {
   stats_.peak_allocated = stats_.allocated;
 }
 
+void CachingAllocator::count_held_elsewhere(int64_t bytes) {
+  std::lock_guard lock(mu_);
+  stats_.allocated += bytes;
+  stats_.reserved += bytes;
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mu_);
   release_cached();

@@ -57,6 +57,11 @@ class CachingAllocator {
   MemoryStats stats() const;
   void reset_peak();
   void empty_cache();  // returns every cached block to the system
+  // Memory a second pool over the same raw memory holds from it (a
+  // recording's private pool: private_memory.h), counted in this pool's
+  // statistics as allocated and reserved, the device's memory in use;
+  // negative: given back.
+  void count_held_elsewhere(int64_t bytes);
 
   // The size class a request is rounded up to.
   static size_t round_size(size_t bytes);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "kiln/base/error.h"
 #include "kiln/base/profile.h"
@@ -81,7 +82,8 @@ void refuse(ReplayStats& stats, const std::string& program, std::string why) {
 }  // namespace
 
 ReplayBufferBytes replay_buffer_bytes(const ir::Graph& program,
-                                      const std::vector<std::pair<int, int>>& donations) {
+                                      const std::vector<std::pair<int, int>>& donations,
+                                      Device device) {
   const compiler::MemoryPlan plan =
       compiler::plan_memory(program, donations, {.outputs_in_arena = false});
   const SlotLayout layout = lay_out_slots(program, plan);
@@ -98,6 +100,10 @@ ReplayBufferBytes replay_buffer_bytes(const ir::Graph& program,
     const ir::ValueId v = program.outputs()[o];
     if (own_output(layout, program, o)) (offloaded_value(program, v) ? r.offload : r.device) += block(v);
   }
+  std::set<size_t> scratch_blocks;
+  for (int64_t bytes : kernel_scratch_bytes(program, device))
+    if (bytes > 0) scratch_blocks.insert(CachingAllocator::round_size(size_t(bytes)));
+  for (size_t b : scratch_blocks) r.device += int64_t(b);
   return r;
 }
 

@@ -80,7 +80,7 @@ std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool 
 void ReplayBufferTally::add(const ir::Graph& g, Device device, const ProgramOptions& options) {
   if (!seen_.insert(ir::to_string(program_fingerprint(g, device, options))).second) return;
   const ir::Graph program = compiler::optimize(prepare_for_device(g, device), options.passes);
-  const ReplayBufferBytes r = replay_buffer_bytes(program, options.donations);
+  const ReplayBufferBytes r = replay_buffer_bytes(program, options.donations, device);
   total_.device += r.device;
   total_.offload += r.offload;
 }

@@ -3,7 +3,9 @@
 // kernels take while it is recorded (their scratch) come from. A CUDA graph
 // replays the addresses it was captured with, so nothing it wrote to may go
 // back to the device's shared pool, where other work would be handed it
-// between two replays.
+// between two replays. What the private pools hold from the device counts
+// in its shared pools' statistics (memory_stats) as allocated: the device
+// has it in use.
 //
 // While a PrivateMemoryScope is alive on a thread, every Storage on the
 // device made on that thread comes from the private pools, and goes back to

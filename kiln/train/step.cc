@@ -260,22 +260,29 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     (i < np || i >= first_frozen ? e.params : i < 3 * np ? e.optimizer_state : e.batch) += arg_bytes[i];
   // The step differentiates the masters (not the frozen parameters).
   for (size_t i = 0; i < np; ++i) e.gradients += arg_bytes[i];
-  const std::vector<int64_t> scratch = kernel_scratch_bytes(g, device);
+  std::vector<int64_t> scratch = kernel_scratch_bytes(g, device);
   if (options_.rung == Rung::graph_trainer) {
     // The program takes each arena as one block, in the size class the
     // allocator rounds it up to, and a kernel's scratch beside it.
     int64_t most_scratch = 0;
     for (int64_t b : scratch) most_scratch = std::max(most_scratch, b);
     compiler::MemoryPlan plan = compiler::plan_memory(g, donated);
-    // Replayed segments compute in their recordings' arenas, the values
-    // passed between them alone taken anew each step.
-    e.computed = held_between.value_or(block(plan.peak_bytes)) + block(most_scratch);
+    // Replayed segments compute in their recordings' arenas and scratch
+    // (counted in e.recordings), the values passed between them alone
+    // taken anew each step.
+    e.computed = held_between ? *held_between : block(plan.peak_bytes) + block(most_scratch);
     e.offloaded += block(plan.offload_peak_bytes);
   } else {
     // Values are taken one by one as the nodes run, each a block of the
     // allocator's, a kernel's scratch with them. The step gives the
     // masters, m and v up, each going after its update: the live peak
     // counts them until then, and what is not theirs is computed here.
+    const bool replayed_blocks = options_.rung == Rung::per_block_compile && options_.replay;
+    // A replayed block program's kernels take their scratch from its
+    // recordings' private pool (counted in e.recordings).
+    if (replayed_blocks)
+      for (auto [begin, end] : region_programs(g, spmd_safe()))
+        std::fill(scratch.begin() + long(begin), scratch.begin() + long(end), 0);
     compiler::PlanOptions planning;
     planning.node_scratch = scratch;
     planning.buffer_bytes = block;
@@ -287,7 +294,7 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     compiler::MemoryPlan plan = compiler::plan_memory(g, {}, planning);
     e.computed = plan.live_peak_bytes - released;
     e.offloaded = plan.offload_live_peak_bytes;
-    if (options_.rung == Rung::per_block_compile && options_.replay) {
+    if (replayed_blocks) {
       const ReplayBufferBytes kept =
           region_replay_buffer_bytes(g, device, block_programs(options_), spmd_safe());
       e.recordings = kept.device;

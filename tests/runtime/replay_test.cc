@@ -12,6 +12,7 @@
 #include "kiln/autograd/grad.h"
 #include "kiln/base/error.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/fused_kernels.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/runtime/backend.h"
@@ -92,10 +93,42 @@ TEST(Replay, TheRecordingsKeepTheEstimatedBuffers) {
   synchronize();
   const Executable& exe = f.last_executable();
   ASSERT_EQ(exe.replay_stats().recordings, 1);
-  const ReplayBufferBytes expected = replay_buffer_bytes(exe.graph(), exe.stats().donated);
+  const ReplayBufferBytes expected = replay_buffer_bytes(exe.graph(), exe.stats().donated, kCPU);
   EXPECT_EQ(memory_stats().allocated - before, expected.device);
   EXPECT_GE(expected.device, 1024 + 384 + 64) << "x, y and the loss at least";
   EXPECT_EQ(expected.offload, 0);
+}
+
+// A fused loss's kernels take scratch while recorded: it comes from the
+// program's private pool, which keeps it, and the device's pool counts it.
+TEST(Replay, TheRecordingsKeepTheirKernelsScratch) {
+  CompileOptions o;
+  o.replay = true;
+  CompiledFunction f = compile(
+      [](const std::vector<Tensor>& a) {
+        ValueAndGrad r = value_and_grad([](const std::vector<Tensor>& p) {
+          return std::vector<Tensor>{linear_cross_entropy(p[0], p[1], p[2])};
+        })(a);
+        return std::vector<Tensor>{r.values[0], r.grads[0], r.grads[1]};
+      },
+      o);
+  const Tensor h = random_tensor({24, 16}, DType::f32, 1), w = random_tensor({40, 16}, DType::f32, 2);
+  std::vector<int32_t> ids(24);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 7 % 40);
+  const Tensor targets = from_vector(ids, {24});
+  f({h, w, targets});  // the first run runs plainly
+  synchronize();
+  const int64_t before = memory_stats().allocated;
+  f({h, w, targets});  // recorded
+  synchronize();
+  const Executable& exe = f.last_executable();
+  ASSERT_EQ(exe.replay_stats().recordings, 1);
+  const ReplayBufferBytes expected = replay_buffer_bytes(exe.graph(), exe.stats().donated, kCPU);
+  EXPECT_EQ(memory_stats().allocated - before, expected.device);
+  std::vector<int64_t> scratch = kernel_scratch_bytes(exe.graph(), kCPU);
+  std::erase(scratch, 0);
+  EXPECT_EQ(scratch, (std::vector<int64_t>{24 * 40 * 4, 24 * 40 * 4}))
+      << "the forward's and the backward's logits tile: one block the two share";
 }
 
 // Over 1 MiB and not donated: read where it is, so its address picks the recording.
@@ -183,11 +216,32 @@ TEST(PrivateMemory, AllocationsInAScopeComeFromItsPool) {
     std::thread([] { EXPECT_EQ(private_memory(kCPU), nullptr); }).join();
   }
   EXPECT_EQ(private_memory(kCPU), nullptr);
-  EXPECT_EQ(memory_stats(kCPU).allocated, shared_before) << "nothing came from the shared pool";
-  EXPECT_EQ(memory_stats(kCPU, Pool::offload).allocated, offload_before);
+  // What the private pools hold from the device counts as in use there.
+  EXPECT_EQ(memory_stats(kCPU).allocated - shared_before, 4096 + 8192);
+  EXPECT_EQ(memory_stats(kCPU, Pool::offload).allocated - offload_before, 1024);
   EXPECT_EQ(mine.pool(/*offload=*/true)->stats().allocated, 0);
   outlives.reset();
   EXPECT_EQ(mine.stats().allocated, 0) << "freed after the scope, back to the private pool";
+  EXPECT_EQ(memory_stats(kCPU).allocated - shared_before, 4096 + 8192) << "held by the private pool";
+}
+
+// The memory a private pool holds counts in the device's shared pool until
+// the private pool goes, and in its peak: the measured peak is the device's.
+TEST(PrivateMemory, WhatItHoldsCountsInTheDevicesPool) {
+  const int64_t before = memory_stats(kCPU).allocated;
+  reset_peak_memory(kCPU);
+  {
+    PrivateMemory mine(kCPU);
+    {
+      PrivateMemoryScope scope(mine);
+      Storage s(kCPU, 1 << 16);
+    }
+    EXPECT_EQ(memory_stats(kCPU).allocated - before, 1 << 16) << "cached in the private pool";
+    Storage shared(kCPU, 1 << 16);  // the shared pool's, beside it
+    EXPECT_EQ(memory_stats(kCPU).peak_allocated - before, 2 << 16);
+  }
+  EXPECT_EQ(memory_stats(kCPU).allocated, before) << "given back with the private pool";
+  EXPECT_EQ(memory_stats(kCPU).peak_allocated - before, 2 << 16);
 }
 
 TEST(PrivateMemory, ScopesDoNotNest) {
