@@ -204,7 +204,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::vector<std::pair<int, int>
     // The kernel's scratch lives beside the node's inputs and outputs.
     const int64_t scratch = options.node_scratch.empty() ? 0 : options.node_scratch[size_t(i)];
     if (scratch > 0) device.release(device.allocate(aligned(scratch)), aligned(scratch));
-    plan.live_peak_bytes = std::max(plan.live_peak_bytes, live + (scratch > 0 ? buffer(scratch) : 0));
+    plan.live_peak_bytes = std::max(plan.live_peak_bytes, live + std::max<int64_t>(scratch, 0));
     plan.offload_live_peak_bytes = std::max(plan.offload_live_peak_bytes, offload_live);
     // After the node ran, its inputs read for the last time (and its unread
     // outputs) are free for later nodes.

@@ -14,8 +14,8 @@ struct PlanOptions {
   // only intermediates.
   bool outputs_in_arena = true;
   // Estimates only: per node, the bytes its kernel takes beside its outputs
-  // while it runs (runtime's kernel_scratch_bytes), planned as a value
-  // that lives for that node alone. Empty: none.
+  // while it runs (runtime's kernel_scratch_bytes, in the allocator's
+  // blocks), planned as a value that lives for that node alone. Empty: none.
   std::vector<int64_t> node_scratch;
   // Estimates only: the bytes a buffer of its own takes for a value of
   // `bytes` (an allocator's size class), for the live peaks. Null: the

@@ -100,10 +100,10 @@ ReplayBufferBytes replay_buffer_bytes(const ir::Graph& program,
     const ir::ValueId v = program.outputs()[o];
     if (own_output(layout, program, o)) (offloaded_value(program, v) ? r.offload : r.device) += block(v);
   }
-  std::set<size_t> scratch_blocks;
+  std::set<int64_t> scratch_sizes;  // each node's blocks, kept for the next node asking the same
   for (int64_t bytes : kernel_scratch_bytes(program, device))
-    if (bytes > 0) scratch_blocks.insert(CachingAllocator::round_size(size_t(bytes)));
-  for (size_t b : scratch_blocks) r.device += int64_t(b);
+    if (bytes > 0) scratch_sizes.insert(bytes);
+  for (int64_t b : scratch_sizes) r.device += b;
   return r;
 }
 

@@ -67,8 +67,9 @@ struct Kernel {
   const char* reads_on_host = nullptr;
   // Optional: the bytes of the temporary buffers the kernel takes from the
   // device's pool while it runs, beside its outputs (a fused cross-entropy's
-  // logits tile, inputs widened to the compute type), so that the expected
-  // peak memory counts them (kernel_scratch_bytes in executable.h).
+  // logits tile, inputs widened to the compute type), each in the size
+  // class the pool rounds it up to (CachingAllocator::round_size), so that
+  // the expected peak memory counts them (kernel_scratch_bytes in executable.h).
   ScratchFn scratch_bytes = nullptr;
 };
 

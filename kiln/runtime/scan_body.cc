@@ -6,6 +6,9 @@
 #include <utility>
 
 #include "kiln/base/error.h"
+#include "kiln/compiler/memory_plan.h"
+#include "kiln/compiler/pipeline.h"
+#include "kiln/runtime/allocator.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/kernel.h"
@@ -164,8 +167,54 @@ void scan_kernel(const KernelArgs& a) {
   for (size_t k = 0; k < carries; ++k) be.strided_copy(a.out[k], current[k]);
 }
 
-const KernelRegistrar registrations[] = {{DeviceKind::cpu, "scan", {scan_kernel, false}},
-                                         {DeviceKind::cuda, "scan", {scan_kernel, false}}};
+int64_t block_bytes(int64_t bytes) {
+  return int64_t(CachingAllocator::round_size(size_t(std::max<int64_t>(bytes, 1))));
+}
+
+// One iteration's buffers beside the carries': the body program's arena
+// (taken anew by each run_inline) and its kernels' largest scratch. Read
+// from the body's optimized graph (as body_program builds it), once per
+// body and device.
+int64_t iteration_bytes(const std::string& text, Device device) {
+  static auto* known = new std::map<std::pair<std::string, std::string>, int64_t>;
+  const std::pair<std::string, std::string> key{text, to_string(device)};
+  {
+    std::lock_guard lock(bodies_mutex());
+    if (auto it = known->find(key); it != known->end()) return it->second;
+  }
+  const ir::Graph body =
+      compiler::optimize(prepare_for_device(*body_entry(text).graph, device), default_pass_options());
+  int64_t most_scratch = 0;
+  for (int64_t b : kernel_scratch_bytes(body, device)) most_scratch = std::max(most_scratch, b);
+  const int64_t arena = compiler::plan_memory(body, {}, {.outputs_in_arena = false}).peak_bytes;
+  const int64_t bytes = block_bytes(arena) + most_scratch;
+  std::lock_guard lock(bodies_mutex());
+  return known->emplace(key, bytes).first->second;
+}
+
+// Kernel::scratch_bytes: what scan_kernel takes while it runs (its outputs
+// aside): two buffers per carry, an iteration's, and where transfers run
+// apart the two device buffers of each stacked tensor in the offload pool.
+int64_t scan_scratch_bytes(const PrepareArgs& a) {
+  const std::string& text = a.attrs.s("body");
+  const size_t carries = size_t(a.attrs.i("carries"));
+  int64_t bytes = iteration_bytes(text, a.device);
+  auto type_bytes = [](const ir::TypeInfo& t) { return t.shape.numel() * int64_t(itemsize(t.dtype)); };
+  for (size_t i = 0; i < carries; ++i) bytes += 2 * block_bytes(type_bytes(a.in[i]));
+  if (backend(a.device).transfers_apart()) {
+    const ir::Graph& body = *body_entry(text).graph;
+    for (int64_t k : a.attrs.ints("offloaded_stacked"))
+      bytes += 2 * block_bytes(type_bytes(body.type(body.inputs()[carries + size_t(k)])));
+    if (const int64_t from = a.attrs.i("offload_from"); from >= 0)
+      for (size_t k = size_t(from); k < body.outputs().size(); ++k)
+        bytes += 2 * block_bytes(type_bytes(body.type(body.outputs()[k])));
+  }
+  return bytes;
+}
+
+const KernelRegistrar registrations[] = {
+    {DeviceKind::cpu, "scan", {.fn = scan_kernel, .strided_inputs = false, .scratch_bytes = scan_scratch_bytes}},
+    {DeviceKind::cuda, "scan", {.fn = scan_kernel, .strided_inputs = false, .scratch_bytes = scan_scratch_bytes}}};
 
 }  // namespace
 

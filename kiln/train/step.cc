@@ -263,14 +263,14 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
   std::vector<int64_t> scratch = kernel_scratch_bytes(g, device);
   if (options_.rung == Rung::graph_trainer) {
     // The program takes each arena as one block, in the size class the
-    // allocator rounds it up to, and a kernel's scratch beside it.
+    // allocator rounds it up to, and a kernel's scratch (in blocks) beside it.
     int64_t most_scratch = 0;
     for (int64_t b : scratch) most_scratch = std::max(most_scratch, b);
     compiler::MemoryPlan plan = compiler::plan_memory(g, donated);
     // Replayed segments compute in their recordings' arenas and scratch
     // (counted in e.recordings), the values passed between them alone
     // taken anew each step.
-    e.computed = held_between ? *held_between : block(plan.peak_bytes) + block(most_scratch);
+    e.computed = held_between ? *held_between : block(plan.peak_bytes) + most_scratch;
     e.offloaded += block(plan.offload_peak_bytes);
   } else {
     // Values are taken one by one as the nodes run, each a block of the

@@ -36,8 +36,7 @@ KernelScratch scratch_of(const std::string& op, const std::vector<Tensor>& in, c
 }
 
 void expect_declared(const KernelScratch& s, const std::string& label) {
-  EXPECT_GE(s.measured, s.declared) << label;
-  EXPECT_LE(s.measured, s.declared + s.declared / 4 + 4 * 64) << label;
+  EXPECT_EQ(s.measured, s.declared) << label;
 }
 
 }  // namespace kiln::test

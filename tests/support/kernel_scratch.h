@@ -19,8 +19,8 @@ struct KernelScratch {
 // beyond the inputs and the outputs.
 KernelScratch scratch_of(const std::string& op, const std::vector<Tensor>& in, const ir::Attrs& attrs);
 
-// Declared bytes are exact; the pool rounds each buffer up to its size
-// class (64 bytes, or a quarter power of two above 1 MiB).
+// Declared bytes are the pool's blocks, each buffer in its size class (64
+// bytes, or a quarter power of two above 1 MiB), all taken at once.
 void expect_declared(const KernelScratch& s, const std::string& label);
 
 }  // namespace kiln::test

@@ -209,6 +209,13 @@ void by_operand_type(DType t, F&& f) {
   });
 }
 
+// The block of the CPU's pool a Scratch<T>(n) takes (Kernel::scratch_bytes
+// counts blocks).
+template <class T>
+int64_t scratch_block(int64_t n) {
+  return int64_t(CachingAllocator::round_size(size_t(std::max<int64_t>(n, 1)) * sizeof(T)));
+}
+
 // Kernel::scratch_bytes of a by_operand_type kernel whose scratch is its
 // inputs `Inputs` widened to O (AsCompute) where they are not stored as O.
 template <size_t... Inputs>
@@ -216,7 +223,7 @@ int64_t widened_inputs_bytes(const PrepareArgs& a) {
   int64_t bytes = 0;
   by_operand_type(a.in[0].dtype, [&]<class C, class T, class O>() {
     for (size_t i : {Inputs...})
-      if (!stored_as<O>(a.in[i].dtype)) bytes += a.in[i].shape.numel() * int64_t(sizeof(O));
+      if (!stored_as<O>(a.in[i].dtype)) bytes += scratch_block<O>(a.in[i].shape.numel());
   });
   return bytes;
 }

@@ -173,11 +173,12 @@ int64_t scratch_bytes(const PrepareArgs& a) {
   const bool backward = a.op.name == "linear_cross_entropy_backward";
   int64_t bytes = 0;
   by_operand_type(h.dtype, [&]<class C, class T, class O>() {
-    bytes = rows * tile * int64_t(sizeof(C));                                     // block
-    if (!stored_as<O>(w.dtype)) bytes += tile * dim * int64_t(sizeof(O));         // w_buffer
-    if (!stored_as<O>(h.dtype)) bytes += rows * dim * int64_t(sizeof(O));         // h as O
-    if (backward && !stored_as<C>(h.dtype)) bytes += (rows + tile) * dim * int64_t(sizeof(C));
-    if (backward && !std::is_same_v<O, C>) bytes += rows * tile * int64_t(sizeof(O));  // g_rounded
+    bytes = scratch_block<C>(rows * tile);                                  // block
+    if (!stored_as<O>(w.dtype)) bytes += scratch_block<O>(tile * dim);      // w_buffer
+    if (!stored_as<O>(h.dtype)) bytes += scratch_block<O>(rows * dim);      // h as O
+    if (backward && !stored_as<C>(h.dtype))                                 // dh_buffer, dw_buffer
+      bytes += scratch_block<C>(rows * dim) + scratch_block<C>(tile * dim);
+    if (backward && !std::is_same_v<O, C>) bytes += scratch_block<O>(rows * tile);  // g_rounded
   });
   return bytes;
 }

@@ -24,6 +24,7 @@
 #include "kiln/backend/cuda/dense_gemm.h"
 #include "kiln/backend/cuda/kernels/linear_cross_entropy.cuh"
 #include "kiln/backend/cuda/scratch.h"
+#include "kiln/runtime/allocator.h"
 
 namespace kiln::cuda {
 namespace {
@@ -178,15 +179,15 @@ void backward(const KernelArgs& a) {
   });
 }
 
-// Kernel::scratch_bytes: the block each pass carves.
+// Kernel::scratch_bytes: the block each pass carves, in its size class.
 int64_t scratch_bytes(const PrepareArgs& a) {
   int64_t bytes = 0;
   visit_floating_storage(a.in[0].dtype, a.op.name.c_str(), [&](auto tag) {
     using T = decltype(tag);
     const Shapes s(a);
     const bool backward = a.op.name == "linear_cross_entropy_backward";
-    bytes = int64_t(carved_bytes(backward ? backward_pieces<T, compute_t<T>>(s)
-                                          : forward_pieces<T, compute_t<T>>(s)));
+    bytes = int64_t(CachingAllocator::round_size(carved_bytes(
+        backward ? backward_pieces<T, compute_t<T>>(s) : forward_pieces<T, compute_t<T>>(s))));
   });
   return bytes;
 }
