@@ -74,7 +74,7 @@ DryRun dry_run(const TrainConfig& c, int world_size) {
   out.rung = c.compile.graph_trainer ? "graph trainer"
              : c.compile.enable      ? "per-block compile"
                                      : "eager";
-  out.memory = s.step->expected_memory(s.masters, s.state, placeholder_batches(c, s.accum));
+  out.memory = s.expected_memory(placeholder_batches(c, s.accum));
   if (saves_in_background(c)) out.checkpoint_copy = s.checkpoint_shard_bytes();
   return out;
 }

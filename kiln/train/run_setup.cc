@@ -115,6 +115,16 @@ void RunSetup::build(bool load_initial_weights) {
   step = std::make_unique<TrainStep>(*model, policy, *adamw, so);
 }
 
+MemoryEstimate RunSetup::expected_memory(const std::vector<data::Batch>& batches) const {
+  MemoryEstimate e = step->expected_memory(masters, state, batches);
+  // The ops the step runs eagerly (per-block compile: those outside the
+  // blocks) are cut into regions as they come (a repeated block, a host
+  // read), which the step's graph does not tell.
+  if (!config.compile.graph_trainer && config.runtime.eager_mode == "defer_and_fuse")
+    e.not_counted = "defer_and_fuse's regions, each a program holding its inputs and its values until it ends";
+  return e;
+}
+
 std::vector<Tensor> RunSetup::model_masters() const {
   return frozen ? frozen->merge(masters, frozen->shards) : masters;
 }

@@ -18,6 +18,7 @@
 // function, the replicas' all_reduce, the global norm and the mean loss.
 #pragma once
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -88,6 +89,9 @@ struct MemoryEstimate {
   // programs, or of the graph trainer's segments (a graph split, skinny
   // collectives), keep from their first replay on (replay_buffer_bytes).
   int64_t recordings = 0;
+  // What the run holds that the estimate cannot tell, said beside it; empty:
+  // nothing known.
+  std::string not_counted;
   int64_t inputs() const { return params + optimizer_state + batch; }
   int64_t total() const { return inputs() + computed + recordings; }
 };

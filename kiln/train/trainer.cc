@@ -380,7 +380,7 @@ StepResult Run::train_step(double lr) {
     MemoryEstimate e;
     {
       SpmdSafeGuard spmd(spmd_safe_step());  // as the step runs: it counts the programs run
-      e = s_.step->expected_memory(s_.masters, s_.state, batches);
+      e = s_.expected_memory(batches);
     }
     out_ << "expected peak memory: " << bytes_text(e.total()) << " (" << bytes_text(e.inputs())
          << " parameters, optimizer state and batch + " << bytes_text(e.computed)
@@ -388,7 +388,9 @@ StepResult Run::train_step(double lr) {
     if (e.recordings > 0)
       out_ << " + " << bytes_text(e.recordings)
            << " kept by the programs' recordings (compile.replay)";
-    out_ << "; activation_checkpoint.mode = " << c_.activation_checkpoint.mode << ")";
+    out_ << "; activation_checkpoint.mode = " << c_.activation_checkpoint.mode;
+    if (!e.not_counted.empty()) out_ << "; not counted, so the peak can be higher: " << e.not_counted;
+    out_ << ")";
     if (e.offloaded > 0) out_ << ", and " << bytes_text(e.offloaded) << " of offloaded activations in host memory";
     if (saves_in_background(c_))
       out_ << ", and " << bytes_text(s_.checkpoint_shard_bytes())
