@@ -20,7 +20,10 @@ namespace {
 
 struct Body {
   std::shared_ptr<const ir::Graph> graph;
-  std::shared_ptr<const Executable> program;  // built at the first run
+  // By device (to_string): the program, built at the first run there, and
+  // an iteration's bytes (iteration_bytes), read at the first ask.
+  std::map<std::string, std::shared_ptr<const Executable>> programs;
+  std::map<std::string, int64_t> iteration_bytes;
 };
 
 // Never destroyed: queued programs may still run scans while the process exits.
@@ -43,15 +46,15 @@ Body& body_entry(const std::string& text) {
 
 std::shared_ptr<const Executable> body_program(const std::string& text, Device device) {
   Body& b = body_entry(text);
+  const std::string where = to_string(device);
   {
     std::lock_guard lock(bodies_mutex());
-    if (b.program) return b.program;
+    if (auto it = b.programs.find(where); it != b.programs.end()) return it->second;
   }
   auto program =
       get_executable(*b.graph, device, ProgramOptions{default_pass_options(), {}, "scan body"});
   std::lock_guard lock(bodies_mutex());
-  if (!b.program) b.program = program;
-  return b.program;
+  return b.programs.emplace(where, program).first->second;  // or another thread's, built meanwhile
 }
 
 size_t bytes_of(const TensorRef& r) { return size_t(r.numel()) * itemsize(r.dtype); }
@@ -167,29 +170,26 @@ void scan_kernel(const KernelArgs& a) {
   for (size_t k = 0; k < carries; ++k) be.strided_copy(a.out[k], current[k]);
 }
 
-int64_t block_bytes(int64_t bytes) {
-  return int64_t(CachingAllocator::round_size(size_t(std::max<int64_t>(bytes, 1))));
-}
+int64_t block_bytes(int64_t bytes) { return int64_t(CachingAllocator::round_size(size_t(bytes))); }
 
 // One iteration's buffers beside the carries': the body program's arena
 // (taken anew by each run_inline) and its kernels' largest scratch. Read
 // from the body's optimized graph (as body_program builds it), once per
 // body and device.
 int64_t iteration_bytes(const std::string& text, Device device) {
-  static auto* known = new std::map<std::pair<std::string, std::string>, int64_t>;
-  const std::pair<std::string, std::string> key{text, to_string(device)};
+  Body& b = body_entry(text);
+  const std::string where = to_string(device);
   {
     std::lock_guard lock(bodies_mutex());
-    if (auto it = known->find(key); it != known->end()) return it->second;
+    if (auto it = b.iteration_bytes.find(where); it != b.iteration_bytes.end()) return it->second;
   }
-  const ir::Graph body =
-      compiler::optimize(prepare_for_device(*body_entry(text).graph, device), default_pass_options());
+  const ir::Graph body = compiler::optimize(prepare_for_device(*b.graph, device), default_pass_options());
   int64_t most_scratch = 0;
   for (int64_t b : kernel_scratch_bytes(body, device)) most_scratch = std::max(most_scratch, b);
   const int64_t arena = compiler::plan_memory(body, {}, {.outputs_in_arena = false}).peak_bytes;
   const int64_t bytes = block_bytes(arena) + most_scratch;
   std::lock_guard lock(bodies_mutex());
-  return known->emplace(key, bytes).first->second;
+  return b.iteration_bytes.emplace(where, bytes).first->second;
 }
 
 // Kernel::scratch_bytes: what scan_kernel takes while it runs (its outputs

@@ -18,8 +18,8 @@
 // function, the replicas' all_reduce, the global norm and the mean loss.
 #pragma once
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kiln/data/loader.h"
