@@ -1,5 +1,7 @@
 #include "kiln/runtime/executable.h"
 
+#include <algorithm>
+
 #include "kiln/base/error.h"
 #include "kiln/compiler/memory_plan.h"
 #include "kiln/runtime/backend.h"
@@ -108,6 +110,8 @@ Executable::Executable(ir::Graph g, Device device,
   stats_.arena_bytes = plan.peak_bytes;
   stats_.offload_bytes = plan.offload_peak_bytes;
   stats_.naive_bytes = plan.naive_bytes;
+  for (int64_t b : kernel_scratch_bytes(graph_, device))
+    impl_->most_scratch = std::max(impl_->most_scratch, b);
   stats_.donated = plan.donated;
 }
 
@@ -166,7 +170,8 @@ std::vector<Tensor> Executable::new_outputs(const std::vector<Tensor>& args) con
 int64_t Executable::held_bytes(const std::vector<Tensor>& args) const {
   std::vector<std::shared_ptr<Storage>> storages;
   for (const Tensor& t : args) storages.push_back(t.impl().storage);
-  int64_t bytes = distinct_bytes(storages) + stats_.arena_bytes + stats_.offload_bytes;
+  int64_t bytes = distinct_bytes(storages) + stats_.arena_bytes + stats_.offload_bytes +
+                  impl_->most_scratch;
   for (ir::ValueId v : graph_.outputs())
     bytes += graph_.type(v).shape.numel() * int64_t(itemsize(graph_.type(v).dtype));
   return bytes;

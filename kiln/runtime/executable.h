@@ -76,7 +76,7 @@ class Executable {
  private:
   std::vector<Tensor> dense_inputs(std::span<const Tensor> inputs) const;
   std::vector<Tensor> new_outputs(const std::vector<Tensor>& args) const;
-  // The bytes a queued run holds: its inputs, outputs and arenas.
+  // The bytes a queued run holds: its inputs, outputs, arenas and largest scratch.
   int64_t held_bytes(const std::vector<Tensor>& args) const;
   // Enqueues a replayed run; false when this run is to run plainly.
   bool enqueue_replay(const std::vector<Tensor>& args, const std::vector<Tensor>& outs,

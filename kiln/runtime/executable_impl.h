@@ -63,6 +63,7 @@ bool offloaded_value(const ir::Graph& g, ir::ValueId v);
 
 struct Executable::Impl : SlotLayout {
   std::vector<Step> steps;
+  int64_t most_scratch = 0;  // the most a kernel takes beside its outputs (Kernel::scratch_bytes)
 };
 
 // Every kernel launch of the program, in order, over the resolved buffers;
