@@ -56,7 +56,7 @@ nlohmann::ordered_json to_json(const train::DryRun& d) {
                           {"gradients", m.gradients}, {"activations", nullptr},
                           {"recordings", m.recordings}, {"offloaded", m.offloaded},
                           {"checkpoint_copy", d.checkpoint_copy},
-                          {"total", m.total()}, {"not_counted", m.not_counted}};
+                          {"total", m.total()}};
   if (m.activations) j["memory_per_rank"]["activations"] = *m.activations;
   for (const train::ParamPlan& p : d.params)
     j["parameters"].push_back({{"name", p.name},
@@ -128,7 +128,6 @@ void print_dry_run(const train::TrainConfig& c, const train::DryRun& d, bool jso
       m.recordings > 0 ? "parameters + optimizer + batch + step + recordings"
                        : "parameters + optimizer state + batch + step",
       m.total());
-  if (!m.not_counted.empty()) out << "    not counted, so the peak can be higher: " << m.not_counted << "\n";
   if (m.offloaded > 0)
     row("offloaded activations", "in host memory (the offload pool), not above", m.offloaded);
   if (d.checkpoint_copy > 0)

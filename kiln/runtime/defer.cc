@@ -1,9 +1,9 @@
 #include "kiln/runtime/defer.h"
 
-#include <unordered_map>
 #include <unordered_set>
 
 #include "kiln/base/error.h"
+#include "kiln/runtime/defer_regions.h"
 #include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/eager.h"
 #include "kiln/runtime/program_cache.h"
@@ -14,26 +14,7 @@
 namespace kiln {
 namespace {
 
-// Regions longer than this flush even without a repeat, bounding host memory.
-constexpr size_t kMaxRegionOps = 4096;
-// The shortest op sequence the repeat heuristic treats as a block.
-constexpr size_t kMinBlockOps = 16;
-constexpr uint64_t kHashBase = 0x100000001b3ull;
-
 thread_local DeferStats t_stats;
-
-// A node's identity for the repeat heuristic: op, attributes, input types.
-uint64_t node_signature(const ir::Graph& g, const ir::Node& n) {
-  uint64_t h = std::hash<std::string>{}(n.op->name);
-  auto mix = [&](uint64_t v) { h = (h ^ v) * kHashBase + 0x9e3779b97f4a7c15ull; };
-  for (const auto& [k, v] : n.attrs.items()) mix(std::hash<std::string>{}(k + ir::to_string(v)));
-  for (ir::ValueId v : n.inputs) {
-    const ir::TypeInfo& t = g.type(v);
-    mix(uint64_t(t.dtype));
-    for (int64_t d : t.shape) mix(uint64_t(d));
-  }
-  return h;
-}
 
 class DeferContext final : public Context {
  public:
@@ -54,8 +35,10 @@ class DeferContext final : public Context {
     if (skinny) {
       flush();
       ++t_stats.skinny_collectives;
-    } else {
-      note_node();
+    } else if (RegionCutter::Cut cut = cutter_.note(rec_->graph, rec_->graph.nodes().back());
+               cut != RegionCutter::Cut::none) {
+      if (cut == RegionCutter::Cut::repeat) ++t_stats.repeat_flushes;
+      flush();
     }
     return out;
   }
@@ -80,8 +63,7 @@ class DeferContext final : public Context {
     rec_.reset();
     trace_.reset();
     pending_.clear();
-    hashes_.clear();
-    seen_.clear();
+    cutter_.begin_region();
     rec->owner = nullptr;
     if (rec->graph.nodes().empty()) return;
 
@@ -156,43 +138,11 @@ class DeferContext final : public Context {
     device_ = device;
   }
 
-  // Repeated-sequence heuristic. hashes_[i] is a rolling hash of the first i
-  // node signatures, so any two ranges compare in O(1). When the newest node
-  // repeats an earlier one p nodes back and the last p nodes equal the p
-  // before them (p >= kMinBlockOps), those p nodes are a block: the region
-  // flushes, and later regions flush as soon as they hold one such block.
-  void note_node() {
-    const ir::Graph& g = rec_->graph;
-    size_t n = g.nodes().size();
-    uint64_t sig = node_signature(g, g.nodes().back());
-    if (hashes_.empty()) hashes_.push_back(0);
-    hashes_.push_back(hashes_.back() * kHashBase + sig);
-    while (powers_.size() <= n) powers_.push_back(powers_.empty() ? 1 : powers_.back() * kHashBase);
-    auto range = [&](size_t a, size_t b) { return hashes_[b] - hashes_[a] * powers_[b - a]; };
-
-    bool repeat = learned_size_ && n == learned_size_ && hashes_[n] == learned_hash_;
-    std::vector<size_t>& earlier = seen_[sig];
-    for (size_t k = earlier.size(); k-- > 0 && !repeat && earlier.size() - k <= 4;) {
-      size_t p = n - 1 - earlier[k];
-      if (p >= kMinBlockOps && n >= 2 * p && range(n - p, n) == range(n - 2 * p, n - p)) {
-        learned_size_ = p;
-        learned_hash_ = range(n - p, n);
-        repeat = true;
-      }
-    }
-    earlier.push_back(n - 1);
-    if (repeat) ++t_stats.repeat_flushes;
-    if (repeat || n >= kMaxRegionOps) flush();
-  }
-
   std::shared_ptr<Recording> rec_;
   std::unique_ptr<TraceContext> trace_;
   std::vector<std::weak_ptr<TensorImpl>> pending_;
   Device device_;
-  std::vector<uint64_t> hashes_, powers_;
-  std::unordered_map<uint64_t, std::vector<size_t>> seen_;  // signature -> node indices
-  size_t learned_size_ = 0;  // nodes in the repeating block, once learned
-  uint64_t learned_hash_ = 0;
+  RegionCutter cutter_;
 };
 
 DeferContext& defer() {

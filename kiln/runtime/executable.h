@@ -99,18 +99,18 @@ struct ReplayTotals {
 };
 ReplayTotals replay_totals();
 
+struct PoolBytes {
+  int64_t device = 0, offload = 0;  // in a device's pool and in its offload pool (host memory)
+};
 // What the recordings of a program built from `program` (lowered and
 // optimized, as get_executable builds it) keep while it lives under
 // compile.replay, for an estimate before it is built: its arenas, its copies
 // of the small inputs and its own outputs, each a block of the allocator's,
 // and its private pool (private_memory.h), which keeps a block for each size
 // its kernels' scratch on `device` takes (its nodes run one after another).
-struct ReplayBufferBytes {
-  int64_t device = 0, offload = 0;  // in the device's pool and its offload pool
-};
-ReplayBufferBytes replay_buffer_bytes(const ir::Graph& program,
-                                      const std::vector<std::pair<int, int>>& donations,
-                                      Device device);
+PoolBytes replay_buffer_bytes(const ir::Graph& program,
+                              const std::vector<std::pair<int, int>>& donations,
+                              Device device);
 
 // Rewrites `g` for `device`: every op without a kernel there is replaced by
 // its composite (recursively). Errors name the op that can run nowhere.

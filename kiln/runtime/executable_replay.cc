@@ -81,14 +81,13 @@ void refuse(ReplayStats& stats, const std::string& program, std::string why) {
 
 }  // namespace
 
-ReplayBufferBytes replay_buffer_bytes(const ir::Graph& program,
-                                      const std::vector<std::pair<int, int>>& donations,
-                                      Device device) {
+PoolBytes replay_buffer_bytes(const ir::Graph& program,
+                              const std::vector<std::pair<int, int>>& donations, Device device) {
   const compiler::MemoryPlan plan =
       compiler::plan_memory(program, donations, {.outputs_in_arena = false});
   const SlotLayout layout = lay_out_slots(program, plan);
   auto block = [&](ir::ValueId v) { return int64_t(CachingAllocator::round_size(size_t(plan.bytes[v]))); };
-  ReplayBufferBytes r;
+  PoolBytes r;
   r.device = int64_t(CachingAllocator::round_size(size_t(std::max<int64_t>(plan.peak_bytes, 1))));
   if (plan.offload_peak_bytes > 0)
     r.offload = int64_t(CachingAllocator::round_size(size_t(plan.offload_peak_bytes)));

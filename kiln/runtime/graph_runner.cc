@@ -80,13 +80,13 @@ std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool 
 void ReplayBufferTally::add(const ir::Graph& g, Device device, const ProgramOptions& options) {
   if (!seen_.insert(ir::to_string(program_fingerprint(g, device, options))).second) return;
   const ir::Graph program = compiler::optimize(prepare_for_device(g, device), options.passes);
-  const ReplayBufferBytes r = replay_buffer_bytes(program, options.donations, device);
+  const PoolBytes r = replay_buffer_bytes(program, options.donations, device);
   total_.device += r.device;
   total_.offload += r.offload;
 }
 
-ReplayBufferBytes region_replay_buffer_bytes(const ir::Graph& g, Device device,
-                                             const ProgramOptions& options, bool spmd_safe) {
+PoolBytes region_replay_buffer_bytes(const ir::Graph& g, Device device,
+                                     const ProgramOptions& options, bool spmd_safe) {
   ReplayBufferTally tally;
   for (auto [begin, end] : region_programs(g, spmd_safe))
     tally.add(extract_segment(g, begin, end).graph, device, options);

@@ -46,18 +46,18 @@ std::vector<std::pair<size_t, size_t>> region_programs(const ir::Graph& g, bool 
 class ReplayBufferTally {
  public:
   void add(const ir::Graph& g, Device device, const ProgramOptions& options);
-  const ReplayBufferBytes& total() const { return total_; }
+  const PoolBytes& total() const { return total_; }
 
  private:
   std::set<std::string> seen_;  // program fingerprints
-  ReplayBufferBytes total_;
+  PoolBytes total_;
 };
 
 // What the programs run_graph_compiling_regions runs for `g` keep under
 // `options.replay`, as the layers of a stack share one program; `spmd_safe`
 // as region_programs takes it.
-ReplayBufferBytes region_replay_buffer_bytes(const ir::Graph& g, Device device,
-                                             const ProgramOptions& options, bool spmd_safe);
+PoolBytes region_replay_buffer_bytes(const ir::Graph& g, Device device,
+                                     const ProgramOptions& options, bool spmd_safe);
 
 std::vector<Tensor> run_graph_compiling_regions(const ir::Graph& g, std::vector<Tensor> inputs,
                                                 const std::string& label,

@@ -1,11 +1,16 @@
 #include "kiln/runtime/segmented_program.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string>
 
 #include "kiln/base/error.h"
-#include "kiln/runtime/executable.h"
+#include "kiln/compiler/memory_plan.h"
+#include "kiln/compiler/pipeline.h"
 #include "kiln/ir/region.h"
+#include "kiln/runtime/executable.h"
+#include "kiln/runtime/executable_impl.h"
 #include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/spmd.h"
 
@@ -116,40 +121,90 @@ bool SegmentedProgram::cached(const ir::Graph& g, const NodeRanges& segments, De
   return true;
 }
 
-ReplayBufferBytes SegmentedProgram::replay_buffer_bytes(const ir::Graph& g, const NodeRanges& segments,
-                                                       Device device, const ProgramOptions& options) {
+PoolBytes SegmentedProgram::replay_buffer_bytes(const ir::Graph& g, const NodeRanges& segments,
+                                               Device device, const ProgramOptions& options) {
   SegmentPlan p = plan_segments(g, segments, options);
   ReplayBufferTally tally;
   for (size_t s = 0; s < p.segs.size(); ++s) tally.add(p.segs[s].graph, device, p.options[s]);
   return tally.total();
 }
 
-int64_t SegmentedProgram::held_between_bytes(const ir::Graph& g, const NodeRanges& segments,
-                                             const ProgramOptions& options,
-                                             int64_t (*buffer_bytes)(int64_t bytes)) {
-  SegmentPlan p = plan_segments(g, segments, options);
-  struct Passed {
-    int64_t bytes;
-    size_t made, last;  // segments
-  };
-  std::vector<Passed> passed;
+namespace {
+
+// Per segment: the bytes the values passed between segments hold while it runs.
+std::vector<PoolBytes> held_while_each_runs(const ir::Graph& g, const SegmentPlan& p,
+                                            int64_t (*buffer_bytes)(int64_t bytes)) {
+  std::vector<PoolBytes> held(p.segs.size());
   for (size_t s = 0; s < p.segs.size(); ++s) {
     std::vector<bool> donated(p.segs[s].outputs.size(), false);
     for (auto [in, out] : p.options[s].donations) donated[size_t(out)] = true;
     for (size_t k = 0; k < p.segs[s].outputs.size(); ++k) {
+      if (donated[k]) continue;
       const ir::ValueId v = p.segs[s].outputs[k];
       const ir::TypeInfo& t = g.type(v);
-      if (!donated[k])
-        passed.push_back({buffer_bytes(t.shape.numel() * int64_t(itemsize(t.dtype))), s,
-                          size_t(p.last_reader[size_t(v)])});
+      const int64_t bytes = buffer_bytes(t.shape.numel() * int64_t(itemsize(t.dtype)));
+      int64_t PoolBytes::*pool = offloaded_value(g, v) ? &PoolBytes::offload : &PoolBytes::device;
+      for (size_t live = s; live <= size_t(p.last_reader[size_t(v)]) && live < held.size(); ++live)
+        held[live].*pool += bytes;
     }
   }
+  return held;
+}
+
+// A segment's program: its arenas and its largest kernel scratch.
+struct ProgramBytes {
+  int64_t arena = 0, offload_arena = 0, scratch = 0;
+};
+
+ProgramBytes program_bytes(const ir::Graph& segment, Device device, const ProgramOptions& options) {
+  const ir::Graph program = compiler::optimize(prepare_for_device(segment, device), options.passes);
+  const compiler::MemoryPlan plan =
+      compiler::plan_memory(program, options.donations, {.outputs_in_arena = false});
+  ProgramBytes b{plan.peak_bytes, plan.offload_peak_bytes, 0};
+  for (int64_t s : kernel_scratch_bytes(program, device)) b.scratch = std::max(b.scratch, s);
+  return b;
+}
+
+}  // namespace
+
+int64_t SegmentedProgram::held_between_bytes(const ir::Graph& g, const NodeRanges& segments,
+                                             const ProgramOptions& options,
+                                             int64_t (*buffer_bytes)(int64_t bytes)) {
   int64_t peak = 0;
+  for (const PoolBytes& h : held_while_each_runs(g, plan_segments(g, segments, options), buffer_bytes))
+    peak = std::max(peak, h.device);
+  return peak;
+}
+
+PoolBytes SegmentedProgram::run_peak_bytes(const ir::Graph& g, const NodeRanges& segments,
+                                           Device device, const ProgramOptions& options,
+                                           int64_t (*buffer_bytes)(int64_t bytes),
+                                           std::span<const int> released_inputs,
+                                           const std::vector<bool>& kept_apart) {
+  const SegmentPlan p = plan_segments(g, segments, options);
+  const std::vector<PoolBytes> held = held_while_each_runs(g, p, buffer_bytes);
+  std::map<std::string, ProgramBytes> programs;  // by fingerprint: a stack's layers share one
+  auto arena = [&](int64_t bytes) { return bytes > 0 ? buffer_bytes(bytes) : 0; };
+  PoolBytes peak;
   for (size_t s = 0; s < p.segs.size(); ++s) {
-    int64_t live = 0;
-    for (const Passed& v : passed)
-      if (v.made <= s && v.last >= s) live += v.bytes;
-    peak = std::max(peak, live);
+    PoolBytes now = held[s];
+    for (int i : released_inputs) {
+      const ir::ValueId v = g.inputs()[size_t(i)];
+      const ir::TypeInfo& t = g.type(v);
+      if (p.last_reader[size_t(v)] < int(s))
+        now.device -= buffer_bytes(t.shape.numel() * int64_t(itemsize(t.dtype)));
+    }
+    if (!kept_apart[s]) {
+      const ir::Graph& segment = p.segs[s].graph;
+      const std::string key = ir::to_string(program_fingerprint(segment, device, p.options[s]));
+      auto it = programs.find(key);
+      if (it == programs.end())
+        it = programs.emplace(key, program_bytes(segment, device, p.options[s])).first;
+      now.device += arena(it->second.arena) + it->second.scratch;
+      now.offload += arena(it->second.offload_arena);
+    }
+    peak.device = std::max(peak.device, now.device);
+    peak.offload = std::max(peak.offload, now.offload);
   }
   return peak;
 }

@@ -54,14 +54,29 @@ class SegmentedProgram {
                      const ProgramOptions& options);
   // What the segments' recordings keep under replay (replay_buffer_bytes),
   // each distinct program once; runs the compiler passes, builds nothing.
-  static ReplayBufferBytes replay_buffer_bytes(const ir::Graph& g, const NodeRanges& segments,
-                                               Device device, const ProgramOptions& options);
-  // The most bytes the values passed between segments hold while one runs
-  // (its inputs and outputs among them; not g's inputs, nor what goes into
-  // a donated buffer), each a buffer of `buffer_bytes(size)`.
+  static PoolBytes replay_buffer_bytes(const ir::Graph& g, const NodeRanges& segments,
+                                       Device device, const ProgramOptions& options);
+  // The most bytes the values passed between segments hold in the device's
+  // pool while one runs (its inputs and outputs among them; not g's inputs,
+  // nor what goes into a donated buffer or the offload pool), each a buffer
+  // of `buffer_bytes(size)`.
   static int64_t held_between_bytes(const ir::Graph& g, const NodeRanges& segments,
                                     const ProgramOptions& options,
                                     int64_t (*buffer_bytes)(int64_t bytes));
+  // The most bytes a run of g as these segments takes beside g's inputs,
+  // each segment a program run in turn (a deferred run's regions): the
+  // values passed between segments, as held_between_bytes counts them (and
+  // the offloaded ones in the offload pool), with the running segment's
+  // arenas, each one buffer, and its largest kernel scratch. Each of g's
+  // `released_inputs` (the caller gives them up) counts as freed (negative
+  // bytes) once the last segment reading it has run. `kept_apart[s]`:
+  // segment s's arena and scratch are a recording's, counted apart
+  // (replay_buffer_bytes). Runs the compiler passes, builds nothing.
+  static PoolBytes run_peak_bytes(const ir::Graph& g, const NodeRanges& segments, Device device,
+                                  const ProgramOptions& options,
+                                  int64_t (*buffer_bytes)(int64_t bytes),
+                                  std::span<const int> released_inputs,
+                                  const std::vector<bool>& kept_apart);
 
   // `replay`: each program's run is a replayed one (executable.h).
   std::vector<Tensor> run(std::span<const Tensor> inputs, bool replay = false) const;

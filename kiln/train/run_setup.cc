@@ -116,13 +116,7 @@ void RunSetup::build(bool load_initial_weights) {
 }
 
 MemoryEstimate RunSetup::expected_memory(const std::vector<data::Batch>& batches) const {
-  MemoryEstimate e = step->expected_memory(masters, state, batches);
-  // The ops the step runs eagerly (per-block compile: those outside the
-  // blocks) are cut into regions as they come (a repeated block, a host
-  // read), which the step's graph does not tell.
-  if (!config.compile.graph_trainer && config.runtime.eager_mode == "defer_and_fuse")
-    e.not_counted = "defer_and_fuse's regions, each a program holding its inputs and its values until it ends";
-  return e;
+  return step->expected_memory(masters, state, batches, parse_eager_mode(config.runtime.eager_mode));
 }
 
 std::vector<Tensor> RunSetup::model_masters() const {

@@ -73,8 +73,8 @@ class RunSetup {
   // v; dim 0 split over dp_shard, padded), which a writer's background save
   // copies to host memory (checkpoint.async_mode = async).
   int64_t checkpoint_shard_bytes() const;
-  // The step's expected peak memory for `batches` (TrainStep::expected_memory),
-  // with what the config's execution holds beyond it.
+  // The step's expected peak memory for `batches` in the config's eager
+  // mode (TrainStep::expected_memory).
   MemoryEstimate expected_memory(const std::vector<data::Batch>& batches) const;
   // Training FLOPs per token at training.seq_len: flops_per_token, or with
   // LoRA lora_flops_per_token (the frozen weights get no weight gradient).

@@ -14,6 +14,7 @@
 #include "kiln/optim/accumulate.h"
 #include "kiln/optim/clip.h"
 #include "kiln/runtime/allocator.h"
+#include "kiln/runtime/defer_regions.h"
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/recording.h"
@@ -221,7 +222,8 @@ std::vector<ir::TypeInfo> TrainStep::step_arg_types(const std::vector<Tensor>& m
 
 MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
                                           const optim::AdamWState& state,
-                                          const std::vector<data::Batch>& batches) const {
+                                          const std::vector<data::Batch>& batches,
+                                          EagerMode mode) const {
   const Device device = masters[0].device();
   ir::Graph g = prepare_for_device(graph(masters, state, batches), device);
   MemoryEstimate e;
@@ -245,7 +247,7 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     if (options_.replay) segments = program_segments(g, options_.graph_split, spmd_safe());
     if (segments) {
       const ProgramOptions po{passes, donated, "graph trainer step", true};
-      const ReplayBufferBytes kept = SegmentedProgram::replay_buffer_bytes(g, *segments, device, po);
+      const PoolBytes kept = SegmentedProgram::replay_buffer_bytes(g, *segments, device, po);
       e.recordings = kept.device;
       e.offloaded += kept.offload;
       held_between = SegmentedProgram::held_between_bytes(g, *segments, po, block);
@@ -273,29 +275,47 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     e.computed = held_between ? *held_between : block(plan.peak_bytes) + most_scratch;
     e.offloaded += block(plan.offload_peak_bytes);
   } else {
-    // Values are taken one by one as the nodes run, each a block of the
-    // allocator's, a kernel's scratch with them. The step gives the
-    // masters, m and v up, each going after its update: the live peak
-    // counts them until then, and what is not theirs is computed here.
+    // The step gives the masters, m and v up, each going after its update:
+    // the peaks count them until then, and what is not theirs is computed.
+    std::vector<int> released(3 * np);
+    std::iota(released.begin(), released.end(), 0);
     const bool replayed_blocks = options_.rung == Rung::per_block_compile && options_.replay;
-    // A replayed block program's kernels take their scratch from its
-    // recordings' private pool (counted in e.recordings).
-    if (replayed_blocks)
-      for (auto [begin, end] : region_programs(g, spmd_safe()))
-        std::fill(scratch.begin() + long(begin), scratch.begin() + long(end), 0);
-    compiler::PlanOptions planning;
-    planning.node_scratch = scratch;
-    planning.buffer_bytes = block;
-    int64_t released = 0;
-    for (int i = 0; i < int(3 * np); ++i) {
-      planning.released_inputs.push_back(i);
-      released += block(arg_bytes[size_t(i)]);
+    const NodeRanges blocks =
+        options_.rung == Rung::per_block_compile ? region_programs(g, spmd_safe()) : NodeRanges{};
+    if (mode == EagerMode::defer_and_fuse) {
+      // Each region is a program holding its inputs and its values until
+      // it ends; the values passed between regions are taken one by one.
+      NodeRanges regions = deferred_regions(g, spmd_safe(), blocks);
+      std::vector<bool> recorded(regions.size(), false);
+      if (replayed_blocks)
+        for (size_t r = 0; r < regions.size(); ++r)
+          recorded[r] = std::find(blocks.begin(), blocks.end(), regions[r]) != blocks.end();
+      const ir::Graph deferred = with_views_passed_as_roots(g, regions);
+      const PoolBytes peak = SegmentedProgram::run_peak_bytes(
+          deferred, regions, device, ProgramOptions{default_pass_options(), {}, "deferred ops"}, block,
+          released, recorded);
+      e.computed = peak.device;
+      e.offloaded = peak.offload;
+    } else {
+      // Values are taken one by one as the nodes run, each a block of the
+      // allocator's, a kernel's scratch with them. A replayed block
+      // program's kernels take their scratch from its recordings' private
+      // pool (counted in e.recordings).
+      if (replayed_blocks)
+        for (auto [begin, end] : blocks)
+          std::fill(scratch.begin() + long(begin), scratch.begin() + long(end), 0);
+      compiler::PlanOptions planning;
+      planning.node_scratch = scratch;
+      planning.buffer_bytes = block;
+      planning.released_inputs = released;
+      int64_t freed = 0;
+      for (int i : released) freed += block(arg_bytes[size_t(i)]);
+      compiler::MemoryPlan plan = compiler::plan_memory(g, {}, planning);
+      e.computed = plan.live_peak_bytes - freed;
+      e.offloaded = plan.offload_live_peak_bytes;
     }
-    compiler::MemoryPlan plan = compiler::plan_memory(g, {}, planning);
-    e.computed = plan.live_peak_bytes - released;
-    e.offloaded = plan.offload_live_peak_bytes;
     if (replayed_blocks) {
-      const ReplayBufferBytes kept =
+      const PoolBytes kept =
           region_replay_buffer_bytes(g, device, block_programs(options_), spmd_safe());
       e.recordings = kept.device;
       e.offloaded += kept.offload;

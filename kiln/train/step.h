@@ -19,7 +19,6 @@
 #pragma once
 #include <memory>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "kiln/data/loader.h"
@@ -27,6 +26,7 @@
 #include "kiln/optim/adamw.h"
 #include "kiln/optim/mixed_precision.h"
 #include "kiln/runtime/compile.h"
+#include "kiln/runtime/context.h"
 #include "kiln/train/frozen_params.h"
 #include "kiln/train/layer_stacking.h"
 #include "kiln/train/parallelize.h"
@@ -89,9 +89,6 @@ struct MemoryEstimate {
   // programs, or of the graph trainer's segments (a graph split, skinny
   // collectives), keep from their first replay on (replay_buffer_bytes).
   int64_t recordings = 0;
-  // What the run holds that the estimate cannot tell, said beside it; empty:
-  // nothing known.
-  std::string not_counted;
   int64_t inputs() const { return params + optimizer_state + batch; }
   int64_t total() const { return inputs() + computed + recordings; }
 };
@@ -119,9 +116,11 @@ class TrainStep {
   StepResult run(std::vector<Tensor>& masters, optim::AdamWState& state,
                  const std::vector<data::Batch>& batches, double lr);
 
+  // The step's peak memory when its ops outside compiled programs run in
+  // eager mode `mode` (defer_and_fuse: in its regions, defer_regions.h).
   MemoryEstimate expected_memory(const std::vector<Tensor>& masters,
                                  const optim::AdamWState& state,
-                                 const std::vector<data::Batch>& batches) const;
+                                 const std::vector<data::Batch>& batches, EagerMode mode) const;
   // The step function traced on these arguments (nothing runs): what every
   // rung runs, for the SPMD handshake.
   ir::Graph graph(const std::vector<Tensor>& masters, const optim::AdamWState& state,

@@ -388,9 +388,7 @@ StepResult Run::train_step(double lr) {
     if (e.recordings > 0)
       out_ << " + " << bytes_text(e.recordings)
            << " kept by the programs' recordings (compile.replay)";
-    out_ << "; activation_checkpoint.mode = " << c_.activation_checkpoint.mode;
-    if (!e.not_counted.empty()) out_ << "; not counted, so the peak can be higher: " << e.not_counted;
-    out_ << ")";
+    out_ << "; activation_checkpoint.mode = " << c_.activation_checkpoint.mode << ")";
     if (e.offloaded > 0) out_ << ", and " << bytes_text(e.offloaded) << " of offloaded activations in host memory";
     if (saves_in_background(c_))
       out_ << ", and " << bytes_text(s_.checkpoint_shard_bytes())

@@ -127,14 +127,17 @@ double printed_expected_peak(const std::string& output) {
 // The peak measured is the one printed: the memory plan's, with the
 // kernels' scratch (the fused loss's logits tiles) and the graph trainer's
 // arena in the allocator's size class, a scan's carries and its body's
-// arena beside it, and under per-block compile with
-// compile.replay the buffers the block programs' recordings keep. Strict
-// eager runs ahead of the device queue, whose tasks hold their buffers until
-// they run, by a bounded amount.
+// arena beside it, under per-block compile with compile.replay the buffers
+// the block programs' recordings keep, and under defer_and_fuse its
+// regions, each a program holding its inputs and values until it ends.
+// Strict eager runs ahead of the device queue, whose tasks hold their
+// buffers until they run, by a bounded amount.
 TEST_F(ActivationMemory, TheMeasuredPeakIsTheExpectedOne) {
   for (std::string rung : {"--runtime.eager_mode strict", "--compile.graph_trainer",
                            "--compile.graph_trainer --compile.scan_layers",
-                           "--compile.enable --compile.graph_trainer=false --compile.replay"})
+                           "--compile.enable --compile.graph_trainer=false --compile.replay",
+                           "--runtime.eager_mode defer_and_fuse",
+                           "--runtime.eager_mode defer_and_fuse --compile.enable --compile.graph_trainer=false"})
     for (std::string loss : {"composite", "fused_ce"}) {
       TrainedRun run = train("expected_" + std::to_string(rung.size()) + "_" + loss,
                              rung + " --override loss=" + loss + " --activation_checkpoint.mode none");

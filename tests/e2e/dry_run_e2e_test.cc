@@ -94,26 +94,20 @@ TEST(DryRun, ReplayedBlockProgramsKeepTheirRecordings) {
   EXPECT_NE(r.output.find("buffers the replayed programs keep"), std::string::npos) << r.output;
 }
 
-// defer_and_fuse cuts its regions as the ops come, which the step's graph
-// does not tell: the estimate says what it leaves out, in the table, the
-// JSON and the trainer's line; the other rungs leave nothing out.
-TEST(DryRun, DeferAndFuseSaysWhatItDoesNotCount) {
-  const std::string deferred = "--config llama3_debug --runtime.eager_mode defer_and_fuse --compile.graph_trainer=false";
-  EXPECT_NE(plan(deferred)["memory_per_rank"]["not_counted"].get<std::string>(), "");
-  EXPECT_NE(plan(deferred + " --compile.enable")["memory_per_rank"]["not_counted"].get<std::string>(), "")
-      << "per-block compile runs the ops outside the blocks deferred";
-  for (const std::string rung : {"--runtime.eager_mode strict --compile.graph_trainer=false",
-                                 "--runtime.eager_mode strict --compile.enable --compile.graph_trainer=false",
-                                 "--runtime.eager_mode defer_and_fuse --compile.graph_trainer"})
-    EXPECT_EQ(plan("--config llama3_debug " + rung)["memory_per_rank"]["not_counted"].get<std::string>(), "")
-        << rung;
-  CliRun table = run_cli("train --dry-run " + deferred);
-  EXPECT_NE(table.output.find("not counted, so the peak can be higher: defer_and_fuse's regions"),
-            std::string::npos) << table.output;
-  CliRun trained = run_cli("train " + deferred + " --training.steps 1");
-  ASSERT_EQ(trained.status, 0) << trained.output;
-  EXPECT_NE(trained.output.find("not counted, so the peak can be higher: defer_and_fuse's regions"),
-            std::string::npos) << trained.output;
+// defer_and_fuse runs the ops outside compiled programs as regions, each a
+// program holding its inputs and its values until it ends: the estimate
+// counts them (activation_memory_e2e_test measures it), above strict
+// mode's, where each value goes after its last reader. The graph trainer's
+// one program does not depend on the eager mode.
+TEST(DryRun, DeferAndFuseCountsItsRegions) {
+  const std::string base = "--config llama3_debug --compile.graph_trainer=false";
+  for (const std::string rung : {"", " --compile.enable"}) {
+    const int64_t strict = mem(plan(base + rung + " --runtime.eager_mode strict"), "computed");
+    const int64_t deferred = mem(plan(base + rung + " --runtime.eager_mode defer_and_fuse"), "computed");
+    EXPECT_GT(deferred, strict * 11 / 10) << rung;
+  }
+  EXPECT_EQ(plan("--config llama3_debug --compile.graph_trainer --runtime.eager_mode defer_and_fuse"),
+            plan("--config llama3_debug --compile.graph_trainer --runtime.eager_mode strict"));
 }
 
 TEST(DryRun, ImpliedWorldSizeIsTheDegreesProduct) {

@@ -1,6 +1,7 @@
 // defer_and_fuse: results equal strict mode, liveness decides outputs,
-// side effects keep their order, repeated blocks flush at block boundaries,
-// and views keep their eager semantics.
+// side effects keep their order, repeated blocks flush at block boundaries
+// (and a traced graph's regions are cut there too), and views keep their
+// eager semantics.
 #include "kiln/runtime/defer.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,12 @@
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/rms_norm.h"
+#include "kiln/runtime/compile.h"
+#include "kiln/runtime/defer_regions.h"
+#include "kiln/runtime/graph_runner.h"
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/recording.h"
+#include "kiln/runtime/spmd.h"
 #include "tests/support/gradcheck.h"
 
 namespace kiln {
@@ -120,6 +126,56 @@ TEST(Defer, RepeatedBlocksFlushAtBlockBoundaries) {
   Tensor y = expect_x;
   for (int layer = 0; layer < 12; ++layer) y = block(y);
   EXPECT_EQ(deferred, y.to_vector<float>());
+}
+
+// The expected peak memory simulates the cut on the traced graph
+// (deferred_regions): it makes the regions a deferred run makes, in number
+// and length, once the run has learned its block. Each block reads the
+// weight through a view, which runs eagerly and lengthens no region.
+TEST(Defer, ATracedGraphIsCutWhereTheRunCutsIt) {
+  Tensor w = random_tensor({8, 8}, DType::f32, 6);
+  auto fn = [&](const std::vector<Tensor>& in) {
+    Tensor y = exp(in[0] * 0.1);
+    for (int layer = 0; layer < 12; ++layer)
+      for (int i = 0; i < 6; ++i) y = tanh(matmul(y, w.t())) + y * 0.5;
+    return std::vector<Tensor>{sum(softmax(y, -1) * y)};
+  };
+  Tensor x = random_tensor({4, 8}, DType::f32, 5);
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  for (int run = 0; run < 2; ++run) eval(fn({x}));  // the first teaches the block
+  reset_defer_stats();
+  eval(fn({x}));
+  const DeferStats run = defer_stats();
+
+  const ir::Graph g = trace(fn, types_of({x}), kCPU)->graph;
+  const NodeRanges regions = deferred_regions(g, spmd_safe());
+  EXPECT_GT(run.repeat_flushes, 5u);
+  EXPECT_EQ(regions.size(), run.flushes);
+  // The last region, the loss, holds no view.
+  EXPECT_EQ(regions.back().second - regions.back().first, run.last_region_ops);
+}
+
+// A region passes on a view's root, not the view (which the run attaches
+// to its root): a later region derives the view again just before reading it.
+TEST(Defer, ALaterRegionDerivesTheViewsItReads) {
+  auto fn = [](const std::vector<Tensor>& in) {
+    Tensor made = exp(in[0]);
+    Tensor view = made.t();
+    return std::vector<Tensor>{tanh(view)};
+  };
+  const ir::Graph g = trace(fn, types_of({random_tensor({4, 8}, DType::f32, 5)}), kCPU)->graph;
+  ASSERT_EQ(g.nodes().size(), 3u);  // exp, transpose, tanh
+  NodeRanges regions{{0, 2}, {2, 3}};
+  const ir::Graph run = with_views_passed_as_roots(g, regions);
+  EXPECT_EQ(regions, (NodeRanges{{0, 2}, {2, 4}}));
+  const auto& n = run.nodes();
+  ASSERT_EQ(n.size(), 4u);
+  EXPECT_EQ(n[2].op, n[1].op);                  // the transpose, again
+  EXPECT_EQ(n[2].inputs[0], n[0].outputs[0]);   // of the root, made before
+  EXPECT_EQ(n[3].inputs[0], n[2].outputs[0]);   // read by tanh
+  const RegionSegment first = extract_segment(run, 0, 2);
+  ASSERT_EQ(first.outputs.size(), 1u);
+  EXPECT_EQ(first.outputs[0], n[0].outputs[0]);  // the root leaves region 0
 }
 
 TEST(Defer, ViewsAliasTheirBaseAfterMaterialization) {

@@ -93,7 +93,7 @@ TEST(Replay, TheRecordingsKeepTheEstimatedBuffers) {
   synchronize();
   const Executable& exe = f.last_executable();
   ASSERT_EQ(exe.replay_stats().recordings, 1);
-  const ReplayBufferBytes expected = replay_buffer_bytes(exe.graph(), exe.stats().donated, kCPU);
+  const PoolBytes expected = replay_buffer_bytes(exe.graph(), exe.stats().donated, kCPU);
   EXPECT_EQ(memory_stats().allocated - before, expected.device);
   EXPECT_GE(expected.device, 1024 + 384 + 64) << "x, y and the loss at least";
   EXPECT_EQ(expected.offload, 0);
@@ -123,7 +123,7 @@ TEST(Replay, TheRecordingsKeepTheirKernelsScratch) {
   synchronize();
   const Executable& exe = f.last_executable();
   ASSERT_EQ(exe.replay_stats().recordings, 1);
-  const ReplayBufferBytes expected = replay_buffer_bytes(exe.graph(), exe.stats().donated, kCPU);
+  const PoolBytes expected = replay_buffer_bytes(exe.graph(), exe.stats().donated, kCPU);
   EXPECT_EQ(memory_stats().allocated - before, expected.device);
   std::vector<int64_t> scratch = kernel_scratch_bytes(exe.graph(), kCPU);
   std::erase(scratch, 0);
