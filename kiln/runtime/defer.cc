@@ -3,8 +3,8 @@
 #include <unordered_set>
 
 #include "kiln/base/error.h"
+#include "kiln/runtime/backend.h"
 #include "kiln/runtime/defer_regions.h"
-#include "kiln/runtime/dispatch.h"
 #include "kiln/runtime/eager.h"
 #include "kiln/runtime/program_cache.h"
 #include "kiln/runtime/recording.h"
@@ -94,13 +94,15 @@ class DeferContext final : public Context {
     // Pending tensors are distinct buffers, as in strict mode, but the
     // program may return one value for several of them (CSE merged equal
     // values) or an input as an output (simplify forwarded it): an in-place
-    // write into one would then show in the other. Copy such outputs.
+    // write into one would then show in the other. Copy such outputs, each
+    // in its pool: an offloaded activation stays in host memory.
     std::unordered_set<const Storage*> taken;
     for (const Tensor& c : rec->captured) taken.insert(c.impl().storage.get());
     for (Tensor& r : results)
       if (!taken.insert(r.impl().storage.get()).second) {
-        EagerModeGuard strict(EagerMode::strict);
-        r = apply1(KILN_OP("copy"), {r});
+        Tensor copy = new_tensor(r.type(), r.device(), r.impl().storage->pool);
+        eager_context(EagerMode::strict).assign(copy, r);
+        r = copy;
       }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const TensorImpl& r = results[i].impl();

@@ -18,16 +18,6 @@ TensorRef ref_of(const Tensor& t) {
           impl.dtype, impl.shape, impl.strides};
 }
 
-Tensor new_tensor(const ir::TypeInfo& type, Device device, Pool pool) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->dtype = type.dtype;
-  impl->shape = type.shape;
-  impl->device = device;
-  impl->strides = contiguous_strides(type.shape);
-  impl->storage =
-      std::make_shared<Storage>(device, size_t(type.shape.numel()) * itemsize(type.dtype), pool);
-  return Tensor(std::move(impl));
-}
 
 // Raises if a floating output of a debug-mode op holds NaN or Inf. The
 // search runs on the device (its queue), so only the verdict moves.
@@ -185,6 +175,17 @@ class EagerContext final : public Context {
 };
 
 }  // namespace
+
+Tensor new_tensor(const ir::TypeInfo& type, Device device, Pool pool) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = type.dtype;
+  impl->shape = type.shape;
+  impl->device = device;
+  impl->strides = contiguous_strides(type.shape);
+  impl->storage =
+      std::make_shared<Storage>(device, size_t(type.shape.numel()) * itemsize(type.dtype), pool);
+  return Tensor(std::move(impl));
+}
 
 Context& eager_context(EagerMode mode) {
   static EagerContext strict(false), debug(true);

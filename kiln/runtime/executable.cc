@@ -7,6 +7,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/dispatch.h"
+#include "kiln/runtime/eager.h"
 #include "kiln/runtime/executable_impl.h"
 #include "kiln/runtime/kernel_launch.h"
 #include "kiln/runtime/recording.h"
@@ -152,16 +153,8 @@ std::vector<Tensor> Executable::new_outputs(const std::vector<Tensor>& args) con
       auto impl = std::make_shared<TensorImpl>(in.impl());
       outs[o] = Tensor(std::move(impl));
     } else {
-      const bool offloaded = offloaded_value(graph_, v);
-      auto impl = std::make_shared<TensorImpl>();
-      impl->dtype = graph_.type(v).dtype;
-      impl->shape = graph_.type(v).shape;
-      impl->device = device_;
-      impl->strides = contiguous_strides(impl->shape);
-      impl->storage = std::make_shared<Storage>(
-          device_, size_t(impl->shape.numel()) * itemsize(impl->dtype),
-          offloaded ? Pool::offload : Pool::device);
-      outs[o] = Tensor(std::move(impl));
+      outs[o] = new_tensor(graph_.type(v), device_,
+                           offloaded_value(graph_, v) ? Pool::offload : Pool::device);
     }
   }
   return outs;

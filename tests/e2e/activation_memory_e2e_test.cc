@@ -169,9 +169,12 @@ TEST_F(ActivationMemory, ReplayedGraphSplitPeaksAsPrinted) {
 
 // The offload pool holds at its peak what was printed, to the printed
 // 0.1 MiB: each offloaded activation a block of its own in eager mode (one
-// op at a time), the offload arena in the graph trainer.
+// op at a time), under defer_and_fuse the offloaded values its regions pass
+// on (a region's outputs that its program merged into one value copied
+// apart in the offload pool), the offload arena in the graph trainer.
 TEST_F(ActivationMemory, TheOffloadPoolHoldsWhatWasPrinted) {
-  for (std::string rung : {"--runtime.eager_mode debug", "--compile.graph_trainer"}) {
+  for (std::string rung : {"--runtime.eager_mode debug", "--runtime.eager_mode defer_and_fuse",
+                           "--compile.graph_trainer"}) {
     TrainedRun run = train("offload_expected_" + std::to_string(rung.size()),
                            rung + " --activation_checkpoint.mode offload");
     const double printed = printed_mib(run.output, "), and ");

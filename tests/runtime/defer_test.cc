@@ -12,8 +12,10 @@
 #include "kiln/ops/declare.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/matmul.h"
+#include "kiln/ops/offload.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/rms_norm.h"
+#include "kiln/runtime/backend.h"
 #include "kiln/runtime/compile.h"
 #include "kiln/runtime/defer_regions.h"
 #include "kiln/runtime/graph_runner.h"
@@ -217,6 +219,20 @@ TEST(Defer, EqualPendingTensorsStayDistinctBuffers) {
   Tensor e = x * 2.0, f = x * 2.0;
   e.copy_(zeros({4}));
   EXPECT_EQ(f.to_vector<float>(), (std::vector<float>{2, 4, 6, 8}));
+}
+
+// The program merges two equal offloads into one value; the second pending
+// tensor gets a copy of its own in the same pool: host memory, not the
+// device's (activation offload would otherwise move values back).
+TEST(Defer, AMergedOutputIsCopiedInItsPool) {
+  EagerModeGuard mode(EagerMode::defer_and_fuse);
+  Tensor x = exp(random_tensor({4, 8}, DType::f32, 3));
+  Tensor a = offload(x), b = offload(x);
+  eval({a, b});
+  EXPECT_NE(a.impl().storage, b.impl().storage);
+  EXPECT_EQ(a.impl().storage->pool, Pool::offload);
+  EXPECT_EQ(b.impl().storage->pool, Pool::offload);
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
 }
 
 TEST(Defer, AnIdentityResultDoesNotAliasItsInput) {
