@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/compiler/memory_plan.h"
+#include "kiln/compiler/pipeline.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/context.h"
 #include "kiln/runtime/dispatch.h"
@@ -111,8 +112,7 @@ Executable::Executable(ir::Graph g, Device device,
   stats_.arena_bytes = plan.peak_bytes;
   stats_.offload_bytes = plan.offload_peak_bytes;
   stats_.naive_bytes = plan.naive_bytes;
-  for (int64_t b : kernel_scratch_bytes(graph_, device))
-    impl_->most_scratch = std::max(impl_->most_scratch, b);
+  impl_->most_scratch = most_kernel_scratch(graph_, device);
   stats_.donated = plan.donated;
 }
 
@@ -246,6 +246,21 @@ std::vector<int64_t> kernel_scratch_bytes(const ir::Graph& g, Device device) {
     bytes.push_back(k && k->scratch_bytes ? k->scratch_bytes(PrepareArgs{types, n.attrs, *n.op, device}) : 0);
   }
   return bytes;
+}
+
+int64_t most_kernel_scratch(const ir::Graph& g, Device device) {
+  int64_t most = 0;
+  for (int64_t b : kernel_scratch_bytes(g, device)) most = std::max(most, b);
+  return most;
+}
+
+ProgramRunBytes program_run_bytes(const ir::Graph& g, Device device,
+                                  const compiler::PassOptions& passes,
+                                  const std::vector<std::pair<int, int>>& donations) {
+  const ir::Graph program = compiler::optimize(prepare_for_device(g, device), passes);
+  const compiler::MemoryPlan plan =
+      compiler::plan_memory(program, donations, {.outputs_in_arena = false});
+  return {plan.peak_bytes, plan.offload_peak_bytes, most_kernel_scratch(program, device)};
 }
 
 ir::Graph prepare_for_device(const ir::Graph& g, Device device) {

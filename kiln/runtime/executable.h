@@ -24,6 +24,10 @@
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/tensor.h"
 
+namespace kiln::compiler {
+struct PassOptions;
+}
+
 namespace kiln {
 
 struct ExecutableStats {
@@ -120,5 +124,18 @@ ir::Graph prepare_for_device(const ir::Graph& g, Device device);
 // there takes while it runs (Kernel::scratch_bytes; 0 where it declares
 // none), for a memory plan's estimate (compiler::PlanOptions::node_scratch).
 std::vector<int64_t> kernel_scratch_bytes(const ir::Graph& g, Device device);
+// The largest of those: the scratch a program of g's nodes takes at once.
+int64_t most_kernel_scratch(const ir::Graph& g, Device device);
+
+// What a program built from `g` (lowered for `device` and optimized with
+// `passes`, as get_executable builds it) takes while it runs, beside its
+// inputs and outputs: its arenas and its kernels' largest scratch. Runs the
+// compiler passes, builds nothing.
+struct ProgramRunBytes {
+  int64_t arena = 0, offload_arena = 0, scratch = 0;
+};
+ProgramRunBytes program_run_bytes(const ir::Graph& g, Device device,
+                                  const compiler::PassOptions& passes,
+                                  const std::vector<std::pair<int, int>>& donations);
 
 }  // namespace kiln

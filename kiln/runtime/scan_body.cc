@@ -6,8 +6,6 @@
 #include <utility>
 
 #include "kiln/base/error.h"
-#include "kiln/compiler/memory_plan.h"
-#include "kiln/compiler/pipeline.h"
 #include "kiln/runtime/allocator.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/executable.h"
@@ -183,11 +181,8 @@ int64_t iteration_bytes(const std::string& text, Device device) {
     std::lock_guard lock(bodies_mutex());
     if (auto it = b.iteration_bytes.find(where); it != b.iteration_bytes.end()) return it->second;
   }
-  const ir::Graph body = compiler::optimize(prepare_for_device(*b.graph, device), default_pass_options());
-  int64_t most_scratch = 0;
-  for (int64_t b : kernel_scratch_bytes(body, device)) most_scratch = std::max(most_scratch, b);
-  const int64_t arena = compiler::plan_memory(body, {}, {.outputs_in_arena = false}).peak_bytes;
-  const int64_t bytes = block_bytes(arena) + most_scratch;
+  const ProgramRunBytes run = program_run_bytes(*b.graph, device, default_pass_options(), {});
+  const int64_t bytes = block_bytes(run.arena) + run.scratch;
   std::lock_guard lock(bodies_mutex());
   return b.iteration_bytes.emplace(where, bytes).first->second;
 }

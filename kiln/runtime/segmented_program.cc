@@ -6,8 +6,6 @@
 #include <string>
 
 #include "kiln/base/error.h"
-#include "kiln/compiler/memory_plan.h"
-#include "kiln/compiler/pipeline.h"
 #include "kiln/ir/region.h"
 #include "kiln/runtime/executable.h"
 #include "kiln/runtime/executable_impl.h"
@@ -151,20 +149,6 @@ std::vector<PoolBytes> held_while_each_runs(const ir::Graph& g, const SegmentPla
   return held;
 }
 
-// A segment's program: its arenas and its largest kernel scratch.
-struct ProgramBytes {
-  int64_t arena = 0, offload_arena = 0, scratch = 0;
-};
-
-ProgramBytes program_bytes(const ir::Graph& segment, Device device, const ProgramOptions& options) {
-  const ir::Graph program = compiler::optimize(prepare_for_device(segment, device), options.passes);
-  const compiler::MemoryPlan plan =
-      compiler::plan_memory(program, options.donations, {.outputs_in_arena = false});
-  ProgramBytes b{plan.peak_bytes, plan.offload_peak_bytes, 0};
-  for (int64_t s : kernel_scratch_bytes(program, device)) b.scratch = std::max(b.scratch, s);
-  return b;
-}
-
 }  // namespace
 
 int64_t SegmentedProgram::held_between_bytes(const ir::Graph& g, const NodeRanges& segments,
@@ -183,7 +167,7 @@ PoolBytes SegmentedProgram::run_peak_bytes(const ir::Graph& g, const NodeRanges&
                                            const std::vector<bool>& kept_apart) {
   const SegmentPlan p = plan_segments(g, segments, options);
   const std::vector<PoolBytes> held = held_while_each_runs(g, p, buffer_bytes);
-  std::map<std::string, ProgramBytes> programs;  // by fingerprint: a stack's layers share one
+  std::map<std::string, ProgramRunBytes> programs;  // by fingerprint: a stack's layers share one
   auto arena = [&](int64_t bytes) { return bytes > 0 ? buffer_bytes(bytes) : 0; };
   PoolBytes peak;
   for (size_t s = 0; s < p.segs.size(); ++s) {
@@ -199,7 +183,10 @@ PoolBytes SegmentedProgram::run_peak_bytes(const ir::Graph& g, const NodeRanges&
       const std::string key = ir::to_string(program_fingerprint(segment, device, p.options[s]));
       auto it = programs.find(key);
       if (it == programs.end())
-        it = programs.emplace(key, program_bytes(segment, device, p.options[s])).first;
+        it = programs
+                 .emplace(key, program_run_bytes(segment, device, p.options[s].passes,
+                                                 p.options[s].donations))
+                 .first;
       now.device += arena(it->second.arena) + it->second.scratch;
       now.offload += arena(it->second.offload_arena);
     }

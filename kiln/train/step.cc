@@ -262,12 +262,10 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
     (i < np || i >= first_frozen ? e.params : i < 3 * np ? e.optimizer_state : e.batch) += arg_bytes[i];
   // The step differentiates the masters (not the frozen parameters).
   for (size_t i = 0; i < np; ++i) e.gradients += arg_bytes[i];
-  std::vector<int64_t> scratch = kernel_scratch_bytes(g, device);
   if (options_.rung == Rung::graph_trainer) {
     // The program takes each arena as one block, in the size class the
     // allocator rounds it up to, and a kernel's scratch (in blocks) beside it.
-    int64_t most_scratch = 0;
-    for (int64_t b : scratch) most_scratch = std::max(most_scratch, b);
+    const int64_t most_scratch = most_kernel_scratch(g, device);
     compiler::MemoryPlan plan = compiler::plan_memory(g, donated);
     // Replayed segments compute in their recordings' arenas and scratch
     // (counted in e.recordings), the values passed between them alone
@@ -301,6 +299,7 @@ MemoryEstimate TrainStep::expected_memory(const std::vector<Tensor>& masters,
       // allocator's, a kernel's scratch with them. A replayed block
       // program's kernels take their scratch from its recordings' private
       // pool (counted in e.recordings).
+      std::vector<int64_t> scratch = kernel_scratch_bytes(g, device);
       if (replayed_blocks)
         for (auto [begin, end] : blocks)
           std::fill(scratch.begin() + long(begin), scratch.begin() + long(end), 0);
