@@ -618,7 +618,7 @@ def jax_versions():
     try:
         return f"{metadata.version('jax')} (jaxlib {metadata.version('jaxlib')})"
     except metadata.PackageNotFoundError:
-        return "not installed (pip install -r bench/requirements.txt)"
+        return "not installed (scripts/setup.sh installs it)"
 
 
 def print_environment(args):

@@ -56,15 +56,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ "$scope" = all ]; then
-  # The Python environment of the oracles (scripts/requirements.txt) and of
-  # the benchmarks' peers (bench/requirements.txt: JAX). --system-site-packages
-  # lets an existing matching install be reused instead of downloaded again.
-  if [ ! -x .venv/bin/python ]; then
-    need_space 8 "the Python environment (.venv: PyTorch, JAX; about 6 GiB) and the build"
-    python3 -m venv --system-site-packages .venv
-  fi
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-    -r scripts/requirements.txt -r bench/requirements.txt
+  bash scripts/python_env.sh
 fi
 
 [ -d build ] || need_space 1 "the build (build/)"
