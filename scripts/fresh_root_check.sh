@@ -6,6 +6,8 @@
 # ../shared/assets beside it (read-only), and this machine's DNS and TLS
 # trust (its network), then inside it, with a clean environment:
 #   scripts/train.sh --training.steps 5     (always)
+#   scripts/python_env.sh, then the oracles imported from .venv
+#                                           (with --python; downloads PyTorch)
 #   scripts/fuzz.sh --seconds 5 shard       (with --fuzz: the clang build)
 #   scripts/test.sh --quick                 (with --tests; downloads PyTorch)
 # Any install step setup.sh lacks fails here, however much this machine has.
@@ -15,7 +17,7 @@
 #   scripts/device_check.sh run tests       (every device test "skipped")
 # so a library the package lacks fails here, not in a GPU session.
 #
-# Usage (as root): scripts/fresh_root_check.sh [--tests] [--fuzz] [--keep]
+# Usage (as root): scripts/fresh_root_check.sh [--tests] [--python] [--fuzz] [--keep]
 #                  [--device-pack] [--ccache DIR] [--mirror URL] [--root DIR]
 #   --ccache DIR  share a ccache directory with the root (compiles the same,
 #                 faster); default: the root compiles everything itself
@@ -24,10 +26,11 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 root=/var/tmp/kiln-fresh-root
-tests=0 fuzz=0 keep=0 device=0 ccache_dir="" mirror=""
+tests=0 python=0 fuzz=0 keep=0 device=0 ccache_dir="" mirror=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) tests=1 ;;
+    --python) python=1 ;;
     --fuzz) fuzz=1 ;;
     --keep) keep=1 ;;
     --device-pack) device=1 ;;
@@ -110,6 +113,12 @@ if [ "$device" = 1 ]; then
 fi
 phase "scripts/train.sh --training.steps 5"
 run_in_root "scripts/train.sh --training.steps 5"
+if [ "$python" = 1 ]; then
+  phase "scripts/python_env.sh and the oracles' imports"
+  run_in_root "bash scripts/python_env.sh && .venv/bin/python -m pip --version &&
+    .venv/bin/python -c 'import torch, transformers, peft, tokenizers, tensorboard, jax, nanobind, pytest
+print(\"torch\", torch.__version__, \"sum\", torch.ones(3).sum().item())'"
+fi
 if [ "$fuzz" = 1 ]; then
   phase "scripts/fuzz.sh --seconds 5 shard"
   run_in_root "scripts/fuzz.sh --seconds 5 shard"

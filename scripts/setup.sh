@@ -25,6 +25,10 @@ esac
 # ccache keys on paths relative to the checkout, so a fresh clone (as CI
 # makes) reuses what an earlier build compiled.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# One compiler for the build and for pip's build of the Python package in it:
+# scikit-build-core would take Python's (g++, or x86_64-linux-gnu-g++ on
+# Debian) where CMake takes c++, and compile everything a second time.
+export CC="${CC:-gcc}" CXX="${CXX:-g++}"
 source scripts/disk_space.sh
 
 # Installed without recommends: every package the build needs is named here,
